@@ -1,0 +1,93 @@
+"""The ``xlpe`` command line: one entry point whose sub-commands mirror the Python API.
+
+Each sub-command lives next to the function it calls: the module named below provides
+``add_cli_arguments(parser)`` and ``cli_main(args) -> int``. Modules are imported only when their command
+runs, so ``xlpe --help`` is instant and a command never pays for torch unless it needs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import importlib
+import logging
+import sys
+
+from xlpe import __version__
+from xlpe.errors import XlpeError
+
+# name -> (module, one-line help). The order is the data flow of DESIGN.md.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "demo": ("xlpe.experiments.demo", "the main job: the whole pipeline on the built-in synthetic language pair"),
+    "synth": ("xlpe.data.synthetic", "generate a built-in synthetic language pair (text, gold alignments, trees, orders)"),
+    "subword": ("xlpe.data.subword_cli", "sentencepiece subwords: train | encode | decode (with word maps)"),
+    "aer": ("xlpe.evaluate.aer", "alignment error rate, precision and recall against a gold file"),
+    "evaluate": ("xlpe.evaluate.bleu", "BLEU / chrF with signatures and paired bootstrap; Kendall tau / chunk for orders"),
+}
+
+# commands whose modules exist only once a later stage is installed/built are added here by that stage
+OPTIONAL_COMMANDS: dict[str, tuple[str, str]] = {
+    "align": ("xlpe.align.eflomal", "statistical word alignment with eflomal (+ symmetrisation)"),
+    "orders": ("xlpe.reorder.oracle", "alignments -> oracle ranks, permutations, pos_XL, DPE targets"),
+    "preorder": ("xlpe.reorder.btg", "BTG preorderer: train | apply (lader formats)"),
+    "train": ("xlpe.train.trainer", "NMT training (single process, or torchrun for DDP)"),
+    "translate": ("xlpe.infer.translate", "translate files or stdin with a trained model (beam / greedy)"),
+}
+
+
+def _available() -> dict[str, tuple[str, str]]:
+    cmds = dict(COMMANDS)
+    for name, (mod, help_) in OPTIONAL_COMMANDS.items():
+        spec = importlib.util.find_spec(mod) if _parent_exists(mod) else None
+        if spec is not None:
+            cmds[name] = (mod, help_)
+    return cmds
+
+
+def _parent_exists(mod: str) -> bool:
+    try:
+        return importlib.util.find_spec(mod.rsplit(".", 1)[0]) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def build_parser(argv: list[str]) -> tuple[argparse.ArgumentParser, dict]:
+    cmds = _available()
+    parser = argparse.ArgumentParser(
+        prog="xlpe", description="Word-order-aware neural machine translation toolkit. "
+        "Every sub-command is also a function of the Python API with the same options.")
+    parser.add_argument("--version", action="version", version=f"xlpe {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    chosen = next((a for a in argv if not a.startswith("-")), None)
+    for name, (mod, help_) in cmds.items():
+        p = sub.add_parser(name, help=help_, description=help_,
+                           formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        if name == chosen:
+            module = importlib.import_module(mod)
+            module.add_cli_arguments(p)
+            p.set_defaults(_main=module.cli_main)
+    return parser, cmds
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser, _ = build_parser(argv)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    if not getattr(args, "_main", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args._main(args) or 0)
+    except XlpeError as e:
+        print(f"xlpe {args.command}: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"xlpe {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

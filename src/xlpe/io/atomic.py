@@ -1,0 +1,55 @@
+"""Atomic output: write to a temporary file beside the target, then ``os.replace`` it into place.
+
+An interrupted job therefore never leaves a half-written file that looks complete: either the old
+file (or nothing) is there, or the whole new one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+from typing import IO, Iterable, Iterator
+
+
+@contextlib.contextmanager
+def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO]:
+    """Open a temporary file next to ``path``; on success rename it to ``path``, on error delete it.
+
+    ``path`` may be ``-`` for standard output (then nothing is atomic, and nothing is closed).
+    """
+    if os.fspath(path) == "-":
+        import sys
+        yield sys.stdout.buffer if "b" in mode else sys.stdout
+        return
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        kwargs = {} if "b" in mode else {"encoding": encoding, "newline": "\n"}
+        with os.fdopen(fd, mode, **kwargs) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def write_lines(path: str | os.PathLike, lines: Iterable[str]) -> int:
+    """Write one string per line atomically; returns the number of lines written.
+
+    The iterable is consumed lazily, so a generator keeps memory flat; if it raises, no file appears.
+    """
+    n = 0
+    with atomic_write(path) as f:
+        for line in lines:
+            if "\n" in line:
+                raise ValueError(f"line {n + 1} to be written to {path} contains a newline")
+            f.write(line)
+            f.write("\n")
+            n += 1
+    return n
