@@ -20,7 +20,7 @@ from xlpe.io.text import read_lines
 
 Link = tuple[int, int]
 
-_LINK = re.compile(r"^(-?\d+)([-p?])(-?\d+)$")
+_LINK = re.compile(r"^(\d+)([-p?])(\d+)$")
 
 
 @dataclass(frozen=True)

@@ -96,6 +96,9 @@ def write_joint_bitext(path: str | os.PathLike, pairs: Iterable[tuple[list[str],
         for s, t in pairs:
             _check_tokens(s, os.fspath(path))
             _check_tokens(t, os.fspath(path))
+            if "|||" in s or "|||" in t:
+                raise FormatError("the token '|||' cannot be written to a joint bitext", path, n + 1,
+                                  "two separate files for text containing '|||'")
             f.write(format_joint_line(s, t) + "\n")
             n += 1
     return n

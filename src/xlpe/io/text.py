@@ -6,7 +6,6 @@ that the Japanese gold text uses as a token, is *not* a separator (SPEC §8.2, d
 
 from __future__ import annotations
 
-import io
 import os
 import sys
 from typing import Iterator
@@ -19,37 +18,36 @@ def tokenize(line: str) -> list[str]:
     return [t for t in line.split(" ") if t]
 
 
-def _open(path: str | os.PathLike):
-    if os.fspath(path) == "-":
-        return io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="strict", newline=None), False
-    try:
-        return open(path, "r", encoding="utf-8", errors="strict", newline=None), True
-    except FileNotFoundError:
-        raise FormatError("file not found", path) from None
-    except IsADirectoryError:
-        raise FormatError("is a directory", path, expected="a text file") from None
-
-
 def read_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
     """Yield ``(line_number, text)`` with 1-based line numbers and the line ending removed.
 
-    Streams the file (memory does not grow with its size). Invalid UTF-8 raises :class:`FormatError`
-    naming the line. A trailing ``\\r`` (CRLF files) is removed. ``path='-'`` reads standard input.
+    Streams the file (memory does not grow with its size). Lines are decoded one by one, so invalid
+    UTF-8 raises :class:`FormatError` naming the exact line. ``\r\n`` endings are accepted.
+    ``path='-'`` reads standard input.
     """
-    f, close = _open(path)
-    name = "<stdin>" if os.fspath(path) == "-" else os.fspath(path)
-    lineno = 0
+    stdin = os.fspath(path) == "-"
+    name = "<stdin>" if stdin else os.fspath(path)
+    if stdin:
+        f, close = sys.stdin.buffer, False
+    else:
+        try:
+            f, close = open(path, "rb"), True
+        except FileNotFoundError:
+            raise FormatError("file not found", path) from None
+        except IsADirectoryError:
+            raise FormatError("is a directory", path, expected="a text file") from None
     try:
-        while True:
+        for lineno, raw in enumerate(f, 1):
             try:
-                raw = f.readline()
+                text = raw.decode("utf-8")
             except UnicodeDecodeError as e:
-                raise FormatError(f"invalid UTF-8 ({e.reason} at byte {e.start} of the decoded chunk)",
-                                  name, lineno + 1, "UTF-8 text") from None
-            if not raw:
-                return
-            lineno += 1
-            yield lineno, raw.rstrip("\n").rstrip("\r")
+                raise FormatError(f"invalid UTF-8 at byte {e.start} of the line", name, lineno,
+                                  "UTF-8 text") from None
+            if text.endswith("\n"):
+                text = text[:-1]
+            if text.endswith("\r"):
+                text = text[:-1]
+            yield lineno, text
     finally:
         if close:
             f.close()

@@ -1,0 +1,47 @@
+"""BLEU/chrF via sacrebleu with signatures; paired bootstrap between systems; `xlpe evaluate`."""
+
+import json
+
+import pytest
+
+from xlpe.cli import main
+from xlpe.errors import ConfigError, FormatError
+from xlpe.evaluate.bleu import corpus_scores, paired_bootstrap
+
+REFS = ["the cat sat on the mat", "a dog runs fast", "hello world", "we like green apples"] * 10
+GOOD = list(REFS)
+BAD = ["the cat sat", "dog runs", "hello", "we like apples"] * 10
+
+
+def test_perfect_and_signature():
+    s = corpus_scores(GOOD, REFS)
+    assert s["bleu"].score == pytest.approx(100.0) and s["chrf"].score == pytest.approx(100.0)
+    assert "tok:13a" in s["bleu"].signature and "nrefs:1" in s["bleu"].signature
+
+
+def test_matches_sacrebleu_directly():
+    import sacrebleu
+    assert corpus_scores(BAD, REFS)["bleu"].score == pytest.approx(sacrebleu.corpus_bleu(BAD, [REFS]).score)
+
+
+def test_length_mismatch():
+    with pytest.raises(FormatError, match="hypotheses"):
+        corpus_scores(GOOD[:-1], REFS)
+
+
+def test_paired_bootstrap_detects_better_system():
+    comps, sigs = paired_bootstrap([("bad", BAD), ("good", GOOD)], REFS, n_samples=200, seed=7)
+    assert comps[0].p_values["BLEU"] is None
+    assert comps[1].scores["BLEU"] > comps[0].scores["BLEU"] and comps[1].p_values["BLEU"] < 0.05
+    assert "bs:200" in sigs["BLEU"] and "seed:7" in sigs["BLEU"]
+    with pytest.raises(ConfigError):
+        paired_bootstrap([("only", GOOD)], REFS)
+
+
+def test_cli_evaluate(tmp_path, capsys):
+    for name, lines in {"ref": REFS, "a": BAD, "b": GOOD}.items():
+        (tmp_path / name).write_text("\n".join(lines) + "\n")
+    assert main(["evaluate", "--ref", str(tmp_path / "ref"), "--hyp", str(tmp_path / "a"), str(tmp_path / "b"),
+                 "--bootstrap", "100", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [s["system"] for s in out["systems"]] == ["a", "b"]
