@@ -28,7 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 # commands whose modules exist only once a later stage is installed/built are added here by that stage
 OPTIONAL_COMMANDS: dict[str, tuple[str, str]] = {
     "align": ("xlpe.align.eflomal", "statistical word alignment with eflomal (+ symmetrisation)"),
-    "orders": ("xlpe.reorder.oracle", "alignments -> oracle ranks, permutations, pos_XL, DPE targets"),
+    "orders": ("xlpe.reorder.orders_cli", "alignments -> oracle ranks, permutations, pos_XL, DPE targets"),
     "preorder": ("xlpe.reorder.btg", "BTG preorderer: train | apply (lader formats)"),
     "train": ("xlpe.train.trainer", "NMT training (single process, or torchrun for DDP)"),
     "translate": ("xlpe.infer.translate", "translate files or stdin with a trained model (beam / greedy)"),
