@@ -1,0 +1,216 @@
+"""Multi-head attention and the Transformer sub-layers built on it (Vaswani et al. 2017, §3.2-3.3).
+
+:class:`MultiheadAttention` takes two optional position-encoding inputs (see ``xlpe.nn.positions.base``):
+
+* ``rel``: Shaw-style relative key/value terms (SPEC §2), summed over encodings (SPEC §3.3). With them, or when
+  the attention weights are requested, scores are computed explicitly; otherwise
+  ``torch.nn.functional.scaled_dot_product_attention`` does the work.
+* ``head_inputs``: other inputs for a subset of heads (HeadXL, SPEC §4.4). Q, K and V of those heads are the
+  same full projections applied to the other input, then selected per head: no extra parameter.
+
+The layers live here rather than in ``transformer.py`` so that position encodings that contain Transformer
+layers (DPE, SPEC §6.1) can build them without an import cycle.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import TYPE_CHECKING, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from xlpe.errors import ConfigError
+
+if TYPE_CHECKING:  # pragma: no cover  (no runtime import: position encodings may import this module)
+    from xlpe.nn.positions.base import HeadInput, RelativeTerms
+    from xlpe.nn.transformer import TransformerConfig
+
+
+def relative_tables(rel: Sequence[RelativeTerms]) -> tuple[Tensor | None, Tensor | None]:
+    """``A^K, A^V = sum_p table_p[index_p]``: ``(T, T, d_k)``, or ``(B, T, T, d_k)`` if any index is per sentence."""
+    a_k = a_v = None
+    for r in rel:
+        if r.table_k is not None:
+            a = r.table_k[r.index]
+            a_k = a if a_k is None else a_k + a
+        if r.table_v is not None:
+            a = r.table_v[r.index]
+            a_v = a if a_v is None else a_v + a
+    return a_k, a_v
+
+
+class MultiheadAttention(nn.Module):
+    """Scaled dot-product attention over ``n_heads`` heads, batch first.
+
+    Args:
+        d_model: model width ``d``; ``d_k = d_v = d / n_heads``.
+        n_heads: number of heads ``H``.
+        dropout: dropout on the attention weights.
+
+    Verified in ``tests/test_nn_attention.py`` against a per-head loop written from Vaswani Eq. 1 (SDPA and
+    explicit paths agree), and in ``tests/test_nn_rpe.py`` against a naive loop over (i, j) for Shaw's terms.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0):
+        super().__init__()
+        if d_model % n_heads:
+            raise ConfigError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
+        self.n_heads, self.d_k, self.dropout = n_heads, d_model // n_heads, dropout
+        self.q_proj, self.k_proj, self.v_proj, self.out_proj = (nn.Linear(d_model, d_model) for _ in range(4))
+        for lin in (self.q_proj, self.k_proj, self.v_proj, self.out_proj):
+            nn.init.xavier_uniform_(lin.weight)
+            nn.init.zeros_(lin.bias)
+
+    def _split(self, x: Tensor) -> Tensor:  # (B, T, d) -> (B, H, T, d_k)
+        B, T, _ = x.shape
+        return x.view(B, T, self.n_heads, self.d_k).transpose(1, 2)
+
+    def forward(self, x: Tensor, memory: Tensor | None = None, *, key_pad_mask: Tensor | None = None,
+                causal: bool = False, rel: Sequence[RelativeTerms] = (), head_inputs: Sequence[HeadInput] = (),
+                need_weights: bool = False, cache: dict[str, Tensor] | None = None) -> tuple[Tensor, Tensor | None]:
+        """Attend from ``x`` to ``memory`` (cross-attention) or to ``x`` itself (``memory=None``).
+
+        Args:
+            x: queries ``(B, Tq, d)`` (and keys/values in self-attention).
+            memory: keys/values ``(B, S, d)`` for cross-attention.
+            key_pad_mask: ``(B, Tk)``, True = pad key (never attended).
+            causal: query ``i`` sees keys ``<= i`` (counting cached keys first).
+            rel: relative terms (self-attention without cache only).
+            head_inputs: per-head replacement inputs (self-attention only).
+            need_weights: also return the attention weights ``(B, H, Tq, Tk)`` (before dropout).
+            cache: incremental decoding state owned by this module: self-attention appends this step's keys and
+                values to ``cache['k'], cache['v']``; cross-attention projects ``memory`` once and reuses it.
+
+        Returns:
+            ``(out (B, Tq, d), weights or None)``.
+        """
+        B, Tq, _ = x.shape
+        q = self._split(self.q_proj(x))
+        offset = 0
+        if memory is None:
+            k, v = self._split(self.k_proj(x)), self._split(self.v_proj(x))
+            for hi in head_inputs:
+                sel = hi.heads.to(x.device).view(1, -1, 1, 1)
+                q = torch.where(sel, self._split(self.q_proj(hi.x)), q)
+                k = torch.where(sel, self._split(self.k_proj(hi.x)), k)
+                v = torch.where(sel, self._split(self.v_proj(hi.x)), v)
+            if cache is not None:
+                if "k" in cache:
+                    offset = cache["k"].shape[2]
+                    k, v = torch.cat((cache["k"], k), 2), torch.cat((cache["v"], v), 2)
+                cache["k"], cache["v"] = k, v
+        elif cache is not None and "k" in cache:
+            k, v = cache["k"], cache["v"]
+        else:
+            k, v = self._split(self.k_proj(memory)), self._split(self.v_proj(memory))
+            if cache is not None:
+                cache["k"], cache["v"] = k, v
+        Tk = k.shape[2]
+
+        # Boolean mask, True = may attend; None = everything. SDPA's own is_causal only when nothing else is masked.
+        mask, sdpa_causal = None, False
+        if key_pad_mask is not None:
+            mask = ~key_pad_mask[:, None, None, :]
+        if causal and Tq > 1:
+            if mask is None and offset == 0 and Tq == Tk:
+                sdpa_causal = True
+            else:
+                ar = torch.arange(Tq, device=x.device)[:, None] + offset
+                tri = torch.arange(Tk, device=x.device)[None, :] <= ar
+                mask = tri if mask is None else mask & tri
+        p = self.dropout if self.training else 0.0
+
+        if not rel and not need_weights:
+            out, weights = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p,
+                                                          is_causal=sdpa_causal), None
+        else:
+            if sdpa_causal:
+                mask = torch.ones(Tq, Tk, dtype=torch.bool, device=x.device).tril()
+            a_k, a_v = relative_tables(rel)
+            scores = q @ k.transpose(-1, -2)                                           # (B, H, Tq, Tk)
+            if a_k is not None:   # Shaw: q_i . a^K_ij
+                scores = scores + torch.einsum("bhid,ijd->bhij" if a_k.dim() == 3 else "bhid,bijd->bhij", q, a_k)
+            scores = scores / math.sqrt(self.d_k)
+            if mask is not None:
+                scores = scores.masked_fill(~mask, float("-inf"))
+            weights = scores.softmax(-1)
+            alpha = F.dropout(weights, p, self.training)
+            out = alpha @ v
+            if a_v is not None:   # Shaw: sum_j alpha_ij a^V_ij
+                out = out + torch.einsum("bhij,ijd->bhid" if a_v.dim() == 3 else "bhij,bijd->bhid", alpha, a_v)
+        out = out.transpose(1, 2).reshape(B, Tq, self.n_heads * self.d_k)
+        return self.out_proj(out), weights
+
+
+class FeedForward(nn.Module):
+    """Position-wise feed-forward network ``W_2 act(W_1 x + b_1) + b_2`` (Vaswani Eq. 2)."""
+
+    def __init__(self, d_model: int, d_ff: int, activation: str = "relu", activation_dropout: float = 0.0):
+        super().__init__()
+        acts = {"relu": nn.ReLU, "gelu": nn.GELU}
+        if activation not in acts:
+            raise ConfigError(f"unknown activation {activation!r}; valid: {', '.join(acts)}")
+        self.net = nn.Sequential(nn.Linear(d_model, d_ff), acts[activation](), nn.Dropout(activation_dropout),
+                                 nn.Linear(d_ff, d_model))
+        for lin in (self.net[0], self.net[3]):
+            nn.init.xavier_uniform_(lin.weight)
+            nn.init.zeros_(lin.bias)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.net(x)
+
+
+class EncoderLayer(nn.Module):
+    """Self-attention + feed-forward, each with residual and LayerNorm: post-norm ``LN(x + sublayer(x))``
+    (Vaswani, default) or pre-norm ``x + sublayer(LN(x))`` (``cfg.pre_norm``)."""
+
+    def __init__(self, cfg: "TransformerConfig"):
+        super().__init__()
+        self.pre_norm = cfg.pre_norm
+        self.self_attn = MultiheadAttention(cfg.d_model, cfg.n_heads, cfg.attn_dropout)
+        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, cfg.activation_dropout)
+        self.norm1, self.norm2 = nn.LayerNorm(cfg.d_model), nn.LayerNorm(cfg.d_model)
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def forward(self, x: Tensor, pad_mask: Tensor | None, rel: Sequence[RelativeTerms] = (),
+                head_inputs: Sequence[HeadInput] = ()) -> Tensor:
+        if self.pre_norm:
+            heads = [dataclasses.replace(h, x=self.norm1(h.x)) for h in head_inputs]
+            a, _ = self.self_attn(self.norm1(x), key_pad_mask=pad_mask, rel=rel, head_inputs=heads)
+            x = x + self.drop(a)
+            return x + self.drop(self.ffn(self.norm2(x)))
+        a, _ = self.self_attn(x, key_pad_mask=pad_mask, rel=rel, head_inputs=head_inputs)
+        x = self.norm1(x + self.drop(a))
+        return self.norm2(x + self.drop(self.ffn(x)))
+
+
+class DecoderLayer(nn.Module):
+    """Causal self-attention, encoder-decoder attention, feed-forward (Vaswani §3.1), post- or pre-norm."""
+
+    def __init__(self, cfg: "TransformerConfig"):
+        super().__init__()
+        self.pre_norm = cfg.pre_norm
+        self.self_attn = MultiheadAttention(cfg.d_model, cfg.n_heads, cfg.attn_dropout)
+        self.cross_attn = MultiheadAttention(cfg.d_model, cfg.n_heads, cfg.attn_dropout)
+        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, cfg.activation_dropout)
+        self.norm1, self.norm2, self.norm3 = (nn.LayerNorm(cfg.d_model) for _ in range(3))
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def forward(self, x: Tensor, memory: Tensor, memory_pad_mask: Tensor | None, *,
+                cache: dict[str, dict[str, Tensor]] | None = None,
+                need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
+        """Returns ``(x, cross-attention weights (B, H, T, S) or None)``."""
+        self_cache = None if cache is None else cache.setdefault("self", {})
+        cross_cache = None if cache is None else cache.setdefault("cross", {})
+        pre = self.pre_norm
+        a, _ = self.self_attn(self.norm1(x) if pre else x, causal=True, cache=self_cache)
+        x = x + self.drop(a) if pre else self.norm1(x + self.drop(a))
+        a, w = self.cross_attn(self.norm2(x) if pre else x, memory, key_pad_mask=memory_pad_mask,
+                               need_weights=need_weights, cache=cross_cache)
+        x = x + self.drop(a) if pre else self.norm2(x + self.drop(a))
+        f = self.ffn(self.norm3(x) if pre else x)
+        x = x + self.drop(f) if pre else self.norm3(x + self.drop(f))
+        return x, w

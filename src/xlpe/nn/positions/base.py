@@ -1,0 +1,200 @@
+"""The plugin interface of source position encodings, and the factory that builds them by name.
+
+DESIGN.md "position channels": a batch carries integer *channels* (``seq``, ``xl``, ``depth``, ``tree_rel``,
+``dpe_target``, ...). A source position encoding is an ``nn.Module`` that reads them and contributes any of
+
+(a) an additive **input term** ``(B, T, d)``: ``X = dropout(sqrt(d) E[x] + sum of terms)`` (APE, learned, XL PE,
+    InXL, structural absolute). A plugin with ``after_dropout = True`` is added after the dropout instead
+    (DPE: ``dropout(e) + z``, SPEC §6.1);
+(b) **per-head inputs** for an encoder layer's self-attention: a tensor that a subset of heads reads for their
+    Q/K/V projections instead of the layer input (HeadXL / Combination, SPEC §4.4-4.5). The attention projects
+    both inputs with the same full weight and picks heads, so this adds no parameter;
+(c) **relative key/value terms** ``(index, table_k, table_v)`` inside every encoder self-attention layer (Shaw
+    RPE, SPEC §2; structural relative PE with ``index`` from channel ``tree_rel``, SPEC §3.3). Terms of several
+    encodings are summed: ``a^K_ij = sum_p table_k_p[index_p[i, j]]`` (SPEC §3.3 default);
+(d) **auxiliary losses** or diagnostics, written to ``ctx.aux`` (DPE's MSE, SPEC §6.3); the encoder returns
+    that dict and the training loop adds what it finds there.
+
+Each hook receives an :class:`EncodingContext`. New encodings are new files in this folder plus one line in the
+name -> class mapping ``ENCODINGS`` of ``xlpe/nn/positions/__init__.py``; the Transformer never changes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import torch
+from torch import Tensor, nn
+
+from xlpe.errors import ConfigError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from xlpe.nn.transformer import TransformerConfig
+
+CHANNEL_SHAPES = {"seq": "(B, T)", "xl": "(B, T)", "depth": "(B, T)", "tree_rel": "(B, T, T)",
+                  "dpe_target": "(B, T)"}
+
+
+@dataclass
+class EncodingContext:
+    """What a position-encoding hook may read (and ``aux``, which it may write).
+
+    Attributes:
+        tokens: source token ids ``(B, T)``.
+        emb: ``sqrt(d) * E[tokens]``, before dropout, ``(B, T, d)``.
+        pad_mask: ``(B, T)``, True = pad.
+        channels: the batch's position channels (possibly empty).
+        terms: input terms computed so far, by encoding name (complete when head/relative hooks run).
+        aux: auxiliary losses and diagnostics, by name; returned by ``Transformer.encode``.
+    """
+
+    tokens: Tensor
+    emb: Tensor
+    pad_mask: Tensor
+    channels: dict[str, Tensor] = field(default_factory=dict)
+    terms: dict[str, Tensor] = field(default_factory=dict)
+    aux: dict[str, Tensor] = field(default_factory=dict)
+
+    def channel(self, name: str, *, who: str = "this encoding") -> Tensor:
+        """Channel ``name``, checked against the batch shape; a missing one is a :class:`ConfigError`."""
+        if name not in self.channels:
+            if name == "seq":
+                return self.seq()
+            raise ConfigError(f"{who} needs position channel {name!r} {CHANNEL_SHAPES.get(name, '')} in the batch; "
+                              f"the batch has: {sorted(self.channels) or 'none'}")
+        value = self.channels[name]
+        B, T = self.tokens.shape
+        if tuple(value.shape[:2]) != (B, T) or (value.dim() == 3 and value.shape[2] != T):
+            raise ConfigError(f"position channel {name!r} has shape {tuple(value.shape)}, "
+                              f"expected {CHANNEL_SHAPES.get(name, '(B, T, ...)')} with B={B}, T={T}")
+        return value
+
+    def seq(self) -> Tensor:
+        """Channel ``seq``, or ``0..T-1`` for every sentence when the batch has none, ``(B, T)``."""
+        if "seq" in self.channels:
+            return self.channel("seq")
+        B, T = self.tokens.shape
+        return torch.arange(T, device=self.tokens.device).expand(B, T)
+
+
+@dataclass
+class HeadInput:
+    """Hook (b): heads ``heads`` of one layer's self-attention read ``x`` for Q, K and V.
+
+    ``x`` is used as is (``(B, T, d)``, the plugin applies any dropout itself); the residual stream keeps the
+    layer's normal input. ``heads`` is a bool tensor ``(H,)``.
+    """
+
+    x: Tensor
+    heads: Tensor
+
+
+@dataclass
+class RelativeTerms:
+    """Hook (c): relative key/value terms ``a^K_ij = table_k[index[.., i, j]]`` (and ``a^V`` likewise).
+
+    ``index`` is ``(T, T)`` (the same for every sentence, Shaw) or ``(B, T, T)`` (per sentence, structural),
+    with values in ``[0, R)``; ``table_k``/``table_v`` are ``(R, d_k)``, shared by all heads, or None.
+    """
+
+    index: Tensor
+    table_k: Tensor | None
+    table_v: Tensor | None
+
+
+class PositionEncoding(nn.Module):
+    """Base class of source position encodings: override any of the hooks, leave the rest.
+
+    Args:
+        cfg: the model's ``TransformerConfig`` (read ``d_model``, ``n_heads``, ``enc_layers``, ``max_len``,
+            ``rpe_k``, the sinusoid settings, and plugin options with :meth:`option`).
+
+    Class attributes:
+        name: the name used in ``cfg.pe``.
+        options: plugin options read from ``cfg.pe_options`` with their defaults; an option that no selected
+            encoding declares is a :class:`ConfigError`, never silently ignored.
+        after_dropout: add the input term after the input dropout instead of before it.
+    """
+
+    name: ClassVar[str] = "?"
+    options: ClassVar[dict[str, Any]] = {}
+    after_dropout: ClassVar[bool] = False
+
+    def __init__(self, cfg: "TransformerConfig"):
+        super().__init__()
+        self.cfg = cfg
+
+    def option(self, key: str) -> Any:
+        """Plugin option ``key`` from ``cfg.pe_options``, else its default in :attr:`options`."""
+        return self.cfg.pe_options.get(key, self.options[key])
+
+    # (a) ------------------------------------------------------------------------------------------------------
+    def input_term(self, ctx: EncodingContext) -> Tensor | None:
+        """An additive term broadcastable to ``(B, T, d)``, or None."""
+        return None
+
+    # (b) ------------------------------------------------------------------------------------------------------
+    def head_input(self, ctx: EncodingContext, layer: int) -> HeadInput | None:
+        """Replacement Q/K/V input for some heads of encoder layer ``layer`` (0-based), or None."""
+        return None
+
+    # (c) ------------------------------------------------------------------------------------------------------
+    def relative(self, ctx: EncodingContext, layer: int) -> RelativeTerms | None:
+        """Relative key/value terms for the self-attention of encoder layer ``layer`` (0-based), or None."""
+        return None
+
+    @classmethod
+    def needs_encoder_layers(cls) -> bool:
+        """True when the encoding acts inside encoder layers (hooks b or c): undefined without an encoder."""
+        return cls.head_input is not PositionEncoding.head_input or cls.relative is not PositionEncoding.relative
+
+
+class NoPositionEncoding(PositionEncoding):
+    """``none``: no source position information at all (the "noPos" rows of Ding et al. Table 4, SPEC §4.7;
+    Wang et al. Table 1 "no PE"). Contributes nothing."""
+
+    name = "none"
+
+
+def build_encodings(cfg: "TransformerConfig") -> nn.ModuleList:
+    """Build the source position encodings named in ``cfg.pe``, in order (after :func:`check_encodings`)."""
+    from xlpe.nn.positions import ENCODINGS  # the one name -> class mapping (imported here: no import cycle)
+
+    check_encodings(cfg)
+    return nn.ModuleList(ENCODINGS[n](cfg) for n in cfg.pe if n != "none")
+
+
+def check_encodings(cfg: "TransformerConfig") -> None:
+    """Raise :class:`ConfigError` for what cannot work in ``cfg.pe`` / ``cfg.pe_options``.
+
+    That is: unknown names (the message lists the valid ones), duplicates, ``none`` combined with others,
+    ``pe_options`` that no selected encoding reads, and encodings that act inside encoder layers (per-head
+    inputs, relative terms) on an encoder-free model (SPEC §4.7).
+    """
+    from xlpe.nn.positions import ENCODINGS
+
+    names = cfg.pe
+    if isinstance(names, str) or not isinstance(names, (list, tuple)):
+        raise ConfigError(f"pe must be a list of encoding names, got {names!r}")
+    for n in names:
+        if n not in ENCODINGS:
+            raise ConfigError(f"unknown position encoding {n!r}; valid names: {', '.join(ENCODINGS)}")
+        if ENCODINGS[n].name != n:
+            raise ConfigError(f"ENCODINGS maps {n!r} to {ENCODINGS[n].__name__}, whose name is {ENCODINGS[n].name!r}")
+    if len(set(names)) != len(names):
+        raise ConfigError(f"a position encoding is listed twice in pe={list(names)}")
+    if "none" in names and len(names) > 1:
+        raise ConfigError(f"'none' cannot be combined with other position encodings: pe={list(names)}")
+    classes = [ENCODINGS[n] for n in names]
+    declared = {k for c in classes for k in c.options}
+    unknown = sorted(set(cfg.pe_options) - declared)
+    if unknown:
+        raise ConfigError(f"pe_options {unknown} are not read by any of the encodings pe={list(names)}; "
+                          f"they read: {sorted(declared) or 'nothing'}")
+    if cfg.encoder_free:
+        for c in classes:
+            if c.needs_encoder_layers():
+                raise ConfigError(f"position encoding {c.name!r} is not defined for encoder-free models: it acts "
+                                  "inside encoder self-attention, which an encoder-free model does not have "
+                                  "(SPEC §4.7)")
