@@ -1,0 +1,231 @@
+"""Checkpoints: one ``torch.save`` file holding everything needed to translate with a model or to resume
+its training exactly.
+
+Contents (a plain dict; ``torch.load(path, weights_only=True)`` reads it without xlpe)::
+
+    format          "xlpe-checkpoint"
+    version         1
+    model           the model's state_dict
+    model_config    TransformerConfig.to_dict()
+    train_config    TrainConfig as a dict (None for a model-only file)
+    subwords        {"src": {"path", "proto"}, "tgt": {...} or None (joint)}; the sentencepiece model bytes
+                    travel with the checkpoint, so translation never depends on a file that moved
+    optimizer, scheduler, sampler   their state_dicts (resumption)
+    rng             python / numpy / torch (+ CUDA) generator states, one entry per DDP rank
+    step, epoch, best, ...          counters and whatever the trainer adds
+
+Files are written atomically (temp file + rename). Reading checks the zip container's CRCs first, so a
+truncated or bit-flipped file gives a clear :class:`XlpeError` instead of silently wrong weights.
+Training directories hold ``checkpoint_<step>.pt`` (the last ``keep_last`` are kept) and
+``checkpoint_best.pt``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import re
+import zipfile
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+import torch
+
+from xlpe.errors import XlpeError
+from xlpe.io.atomic import atomic_write
+
+log = logging.getLogger(__name__)
+
+FORMAT = "xlpe-checkpoint"
+VERSION = 1
+_STEP_RE = re.compile(r"^checkpoint_(\d+)\.pt$")
+
+
+# -- RNG states ---------------------------------------------------------------------------------------
+
+def get_rng_state() -> dict:
+    """The states of Python's, NumPy's and torch's global generators (CUDA too when present)."""
+    np_state = np.random.get_state()
+    state = {"python": random.getstate(),
+             "numpy": [np_state[0], np_state[1].tolist(), int(np_state[2]), int(np_state[3]), float(np_state[4])],
+             "torch": torch.get_rng_state()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: Mapping) -> None:
+    """Restore what :func:`get_rng_state` returned."""
+    py = state["python"]
+    random.setstate((py[0], tuple(py[1]), py[2]))
+    n = state["numpy"]
+    np.random.set_state((n[0], np.asarray(n[1], dtype=np.uint32), n[2], n[3], n[4]))
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+# -- save / load --------------------------------------------------------------------------------------
+
+def subword_entry(model) -> dict | None:
+    """What a checkpoint stores of a :class:`xlpe.data.subword.SubwordModel` (path and model bytes)."""
+    if model is None:
+        return None
+    return {"path": model.path, "proto": torch.frombuffer(bytearray(model.proto), dtype=torch.uint8)}
+
+
+def save_checkpoint(path: str | os.PathLike, state: Mapping[str, Any]) -> None:
+    """Write ``state`` (see the module docstring for the keys) atomically, adding format and version."""
+    payload = {"format": FORMAT, "version": VERSION, **state}
+    with atomic_write(path, "wb") as f:
+        torch.save(payload, f)
+
+
+def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> dict:
+    """Read and validate a checkpoint. Raises :class:`XlpeError` naming the file when it is missing,
+    truncated, corrupted, not an xlpe checkpoint, or from a newer format version."""
+    name = os.fspath(path)
+    if not os.path.isfile(name):
+        raise XlpeError(f"{name}: checkpoint not found")
+    try:
+        with zipfile.ZipFile(name) as z:
+            bad = z.testzip()
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as e:
+        raise XlpeError(f"{name}: not a readable checkpoint: the file is truncated, corrupted or not a PyTorch "
+                        f"checkpoint ({e})") from None
+    except Exception as e:   # zlib errors, struct errors from a damaged directory
+        raise XlpeError(f"{name}: checkpoint is corrupted ({type(e).__name__}: {e})") from None
+    if bad is not None:
+        raise XlpeError(f"{name}: checkpoint is corrupted (checksum mismatch in {bad!r}); "
+                        "use an earlier checkpoint")
+    try:
+        ck = torch.load(name, map_location=map_location, weights_only=True)
+    except Exception as e:
+        raise XlpeError(f"{name}: checkpoint cannot be loaded ({type(e).__name__}: {str(e).splitlines()[0][:200]})") from None
+    if not isinstance(ck, dict) or ck.get("format") != FORMAT:
+        raise XlpeError(f"{name}: not an xlpe checkpoint (expected a dict with format={FORMAT!r}; "
+                        f"got {type(ck).__name__} {'with format=' + repr(ck.get('format')) if isinstance(ck, dict) else ''})")
+    version = ck.get("version")
+    if not isinstance(version, int) or version > VERSION:
+        raise XlpeError(f"{name}: checkpoint format version {version!r} is newer than this xlpe reads "
+                        f"(up to {VERSION}); upgrade xlpe")
+    for key in ("model", "model_config"):
+        if key not in ck:
+            raise XlpeError(f"{name}: checkpoint has no {key!r} entry")
+    return ck
+
+
+# -- training directories -------------------------------------------------------------------------------
+
+def checkpoint_path(out_dir: str | os.PathLike, step: int) -> Path:
+    return Path(out_dir) / f"checkpoint_{step}.pt"
+
+
+def list_checkpoints(out_dir: str | os.PathLike) -> list[tuple[int, Path]]:
+    """``(step, path)`` of the step checkpoints in ``out_dir``, oldest first."""
+    d = Path(out_dir)
+    if not d.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in d.iterdir() if (m := _STEP_RE.match(p.name))]
+    return sorted(found)
+
+
+def latest_checkpoint(out_dir: str | os.PathLike) -> Path | None:
+    """The newest step checkpoint of ``out_dir`` that loads; unreadable newer ones are reported and passed over."""
+    for step, p in reversed(list_checkpoints(out_dir)):
+        try:
+            load_checkpoint(p)          # validates; the caller loads it again (small price for safety)
+            return p
+        except XlpeError as e:
+            log.warning("ignoring %s", e)
+    return None
+
+
+def prune_checkpoints(out_dir: str | os.PathLike, keep_last: int) -> list[Path]:
+    """Delete all but the ``keep_last`` newest step checkpoints (``keep_last <= 0`` keeps all)."""
+    if keep_last <= 0:
+        return []
+    old = list_checkpoints(out_dir)[:-keep_last]
+    for _, p in old:
+        p.unlink(missing_ok=True)
+    return [p for _, p in old]
+
+
+# -- averaging ------------------------------------------------------------------------------------------
+
+def average_checkpoints(paths: Iterable[str | os.PathLike]) -> dict[str, torch.Tensor]:
+    """The element-wise mean of the models in ``paths`` (a model state_dict).
+
+    Floating-point tensors are averaged in float64 and cast back (averaging copies of one checkpoint is
+    exactly the identity); integer buffers are taken from the last checkpoint. All checkpoints must have
+    the same parameter names and shapes.
+    """
+    paths = [os.fspath(p) for p in paths]
+    if not paths:
+        raise XlpeError("average_checkpoints needs at least one checkpoint")
+    acc: dict[str, torch.Tensor] = {}
+    ref: dict[str, torch.Tensor] = {}
+    for k, p in enumerate(paths):
+        sd = load_checkpoint(p)["model"]
+        if k == 0:
+            ref = sd
+            acc = {n: t.to(torch.float64).clone() if t.is_floating_point() else t.clone() for n, t in sd.items()}
+            continue
+        if sd.keys() != ref.keys():
+            diff = sorted(set(sd) ^ set(ref))[:5]
+            raise XlpeError(f"{p}: cannot average with {paths[0]}: different parameters ({', '.join(diff)} ...)")
+        for n, t in sd.items():
+            if t.shape != ref[n].shape:
+                raise XlpeError(f"{p}: cannot average: {n} has shape {tuple(t.shape)}, "
+                                f"{paths[0]} has {tuple(ref[n].shape)}")
+            if t.is_floating_point():
+                acc[n] += t.to(torch.float64)
+            else:
+                acc[n] = t.clone()
+    return {n: (a / len(paths)).to(ref[n].dtype) if ref[n].is_floating_point() else a for n, a in acc.items()}
+
+
+# -- models from checkpoints ----------------------------------------------------------------------------
+
+def load_model(checkpoint: str | os.PathLike | Iterable[str | os.PathLike], device: str | torch.device = "cpu"):
+    """Build the model a checkpoint describes and load its weights (eval mode).
+
+    Args:
+        checkpoint: one path, or several to average (:func:`average_checkpoints`; the first one's config and
+            subword models are used).
+
+    Returns:
+        ``(model, config, (src_subword, tgt_subword))`` where the subword models are
+        :class:`xlpe.data.subword.SubwordModel` built from the bytes stored in the checkpoint (the same
+        object twice for a joint vocabulary).
+    """
+    from xlpe.data.subword import SubwordModel
+    from xlpe.nn.transformer import TransformerConfig, build_model
+
+    paths = [checkpoint] if isinstance(checkpoint, (str, os.PathLike)) else list(checkpoint)
+    ck = load_checkpoint(paths[0])
+    cfg = TransformerConfig.from_dict(ck["model_config"])
+    model = build_model(cfg)
+    state = ck["model"] if len(paths) == 1 else average_checkpoints(paths)
+    try:
+        model.load_state_dict(state)
+    except RuntimeError as e:
+        raise XlpeError(f"{os.fspath(paths[0])}: weights do not fit the model its config describes: "
+                        f"{str(e).splitlines()[0]}") from None
+    model.to(device).eval()
+    sw = ck.get("subwords") or {}
+
+    def subword(entry):
+        if entry is None:
+            return None
+        if "proto" in entry and entry["proto"] is not None:
+            return SubwordModel(bytes(entry["proto"].numpy().tobytes()), entry.get("path"))
+        return SubwordModel.load(entry["path"])
+
+    src = subword(sw.get("src"))
+    if src is None:
+        raise XlpeError(f"{os.fspath(paths[0])}: checkpoint holds no subword model; cannot translate text with it")
+    tgt = subword(sw.get("tgt")) or src
+    return model, cfg, (src, tgt)

@@ -1,0 +1,59 @@
+"""DistributedDataParallel on CPU: two gloo processes train a few updates and keep identical parameters."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from pathlib import Path
+
+import torch
+
+from _nmt_toy import toy  # noqa: F401  (fixture)
+
+HERE = str(Path(__file__).resolve().parent)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _worker(rank: int, world: int, port: int, paths: dict, out: str, max_updates: int) -> None:
+    sys.path.insert(0, HERE)
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1",
+                      MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    from _nmt_toy import quick_train_config, tiny_model_config
+    from xlpe.train.trainer import DataConfig, train
+
+    data = DataConfig(train_src=paths["src"], train_tgt=paths["tgt"], subword_model=paths["spm"],
+                      dev_src=paths["dev_src"], dev_tgt=paths["dev_tgt"])
+    cfg = quick_train_config(out, max_updates=max_updates, update_freq=2, validate_every=2, save_every=2)
+    res = train(tiny_model_config(), cfg, data)
+    torch.save({k: v.clone() for k, v in res.model.state_dict().items()}, os.path.join(out, f"params_rank{rank}.pt"))
+
+
+def test_ddp_two_cpu_processes(toy, tmp_path):
+    import torch.multiprocessing as mp
+
+    paths = {k: str(v) for k, v in toy.items()}
+    out = str(tmp_path / "ddp")
+    mp.spawn(_worker, args=(2, _free_port(), paths, out, 4), nprocs=2, join=True)
+    p0 = torch.load(os.path.join(out, "params_rank0.pt"))
+    p1 = torch.load(os.path.join(out, "params_rank1.pt"))
+    for k in p0:
+        assert torch.equal(p0[k], p1[k]), k                       # ranks stay in lockstep
+    from xlpe.train.checkpoint import load_checkpoint
+    ck = load_checkpoint(Path(out) / "checkpoint_4.pt")
+    assert ck["step"] == 4 and len(ck["rng"]) == 2 and ck["sampler"]["num_replicas"] == 2
+    for k in p0:
+        assert torch.equal(ck["model"][k], p0[k])
+    assert (Path(out) / "valid_log.csv").exists() and not (Path(out) / "params_rank2.pt").exists()
+    # the parameters moved from their initialisation
+    from _nmt_toy import tiny_model_config
+    from xlpe.nn.transformer import build_model
+    torch.manual_seed(3)
+    init = build_model(tiny_model_config(src_vocab_size=ck["model_config"]["src_vocab_size"])).state_dict()
+    assert any(not torch.equal(init[k], p0[k]) for k in p0)

@@ -1,0 +1,230 @@
+"""Training: label smoothing, aux losses, schedules, the loop (exact kill-and-resume), configuration."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from _nmt_toy import quick_train_config, tiny_model_config, toy  # noqa: F401  (toy is a fixture)
+from xlpe.errors import ConfigError
+from xlpe.train.losses import combine_losses, label_smoothed_nll
+from xlpe.train.schedule import Schedule, build_scheduler
+from xlpe.train.trainer import DataConfig, TrainConfig, add_cli_arguments, configs_from_args, train
+
+
+# -- losses ------------------------------------------------------------------------------------------------
+
+def test_label_smoothing_hand_example():
+    # p = [0.5, 0.25, 0.25], gold 0: nll = ln 2, mean_v(-log p_v) = (ln2 + ln4 + ln4)/3 = 5/3 ln 2
+    logits = torch.log(torch.tensor([[[0.5, 0.25, 0.25]]]))
+    loss, nll = label_smoothed_nll(logits, torch.tensor([[0]]), 0.1, ignore_index=-100)
+    assert nll.item() == pytest.approx(math.log(2))
+    assert loss.item() == pytest.approx((0.9 + 0.1 * 5 / 3) * math.log(2))
+    loss0, nll0 = label_smoothed_nll(logits, torch.tensor([[0]]), 0.0, ignore_index=-100)
+    assert loss0.item() == pytest.approx(math.log(2)) and nll0.item() == pytest.approx(math.log(2))
+
+
+def test_label_smoothing_matches_torch_and_ignores_pad():
+    torch.manual_seed(0)
+    logits = torch.randn(3, 5, 11)
+    target = torch.randint(1, 11, (3, 5))
+    target[0, 3:] = 0
+    target[2, 1:] = 0
+    loss, nll = label_smoothed_nll(logits, target, 0.1, ignore_index=0)
+    ref = F.cross_entropy(logits.reshape(-1, 11), target.reshape(-1), ignore_index=0, label_smoothing=0.1)
+    ref_nll = F.cross_entropy(logits.reshape(-1, 11), target.reshape(-1), ignore_index=0)
+    assert loss.item() == pytest.approx(ref.item(), rel=1e-5) and nll.item() == pytest.approx(ref_nll.item(), rel=1e-5)
+    s, _ = label_smoothed_nll(logits, target, 0.1, ignore_index=0, reduction="sum")
+    assert s.item() == pytest.approx(loss.item() * int((target != 0).sum()), rel=1e-5)
+
+
+def test_combine_losses():
+    nll = torch.tensor(2.0)
+    total, parts = combine_losses(nll, {"loss_dpe": torch.tensor(3.0), "attn": torch.ones(2, 2)}, {"loss_dpe": 0.5})
+    assert total.item() == 3.5 and set(parts) == {"loss_dpe"}
+    assert combine_losses(nll, {"loss_dpe": torch.tensor(3.0)}, {"loss_dpe": 0.0})[0].item() == 2.0
+    with pytest.raises(ConfigError, match="loss_x"):
+        combine_losses(nll, {"loss_x": torch.tensor(1.0)}, {})
+
+
+# -- schedules ---------------------------------------------------------------------------------------------
+
+def test_inverse_sqrt_values():
+    s = Schedule("inverse_sqrt", lr=1.0, warmup=4, warmup_init_lr=0.0)
+    assert [s.lr_at(n) for n in (0, 1, 2, 4)] == [0.0, 0.25, 0.5, 1.0]
+    assert s.lr_at(16) == pytest.approx(0.5) and s.lr_at(100) == pytest.approx(0.2)
+    f = Schedule("inverse_sqrt", lr=7e-4, warmup=8000, warmup_init_lr=1e-7)   # DPE's setting (SPEC §6.4)
+    assert f.lr_at(8000) == pytest.approx(7e-4) and f.lr_at(32000) == pytest.approx(3.5e-4)
+    assert f.lr_at(4000) == pytest.approx(1e-7 + 4000 * (7e-4 - 1e-7) / 8000)
+
+
+def test_constant_and_linear():
+    c = Schedule("constant", lr=2.0, warmup=2)
+    assert [c.lr_at(n) for n in (0, 1, 2, 50)] == [0.0, 1.0, 2.0, 2.0]
+    lin = Schedule("linear", lr=1.0, warmup=2, total=12, end_lr=0.0)
+    assert [lin.lr_at(n) for n in (2, 7, 12, 20)] == [1.0, 0.5, 0.0, 0.0]
+    with pytest.raises(ConfigError):
+        Schedule("linear", lr=1.0, warmup=2)
+    with pytest.raises(ConfigError):
+        Schedule("cosine")
+
+
+def test_scheduler_drives_optimizer():
+    p = torch.nn.Parameter(torch.zeros(1))
+    opt = torch.optim.SGD([p], lr=123.0)
+    sched = build_scheduler(opt, Schedule("inverse_sqrt", lr=1.0, warmup=4, warmup_init_lr=0.0))
+    used = []
+    for _ in range(6):
+        used.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    assert used == pytest.approx([0.0, 0.25, 0.5, 0.75, 1.0, 1 / math.sqrt(5) * 2])
+
+
+# -- the loop ----------------------------------------------------------------------------------------------
+
+def _data(toy, **kw):
+    return DataConfig(train_src=str(toy["src"]), train_tgt=str(toy["tgt"]), subword_model=str(toy["spm"]), **kw)
+
+
+def _params(model):
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def test_kill_and_resume_is_exact(toy, tmp_path):
+    """N updates straight == N/2, stop, resume, N/2 (dropout on, accumulation, across an epoch boundary)."""
+    mcfg = tiny_model_config(dropout=0.3)
+    common = dict(update_freq=2, max_tokens=160, save_every=3)
+    straight = train(mcfg, quick_train_config(tmp_path / "a", max_updates=14, **common), _data(toy))
+    assert straight.epoch >= 1                       # the run crossed an epoch boundary
+    half = train(mcfg, quick_train_config(tmp_path / "b", max_updates=7, **common), _data(toy))
+    assert half.step == 7
+    resumed = train(mcfg, quick_train_config(tmp_path / "b", max_updates=14, **common), _data(toy))
+    assert resumed.step == 14
+    a, b = _params(straight.model), _params(resumed.model)
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.allclose(a[k], b[k], rtol=1e-6, atol=1e-7), k
+    # the logs were continued, not duplicated
+    rows = list(csv.DictReader(open(tmp_path / "b" / "train_log.csv")))
+    steps = [int(r["step"]) for r in rows]
+    assert steps == sorted(set(steps)) and steps[-1] == 14
+    loss_a = {int(r["step"]): r["loss"] for r in csv.DictReader(open(tmp_path / "a" / "train_log.csv"))}
+    loss_b = {int(r["step"]): r["loss"] for r in rows}
+    assert 7 in loss_b                                 # the stopped run's last, partial interval
+    for s in (2, 4, 6, 10, 12, 14):                    # the same intervals log the same losses
+        assert loss_a[s] == loss_b[s]
+    # a fresh start over an existing run is refused
+    with pytest.raises(ConfigError, match="already holds checkpoints"):
+        train(mcfg, quick_train_config(tmp_path / "b", max_updates=1, resume="none"), _data(toy))
+
+
+def test_loop_validation_epochs_and_checkpoints(toy, tmp_path):
+    out = tmp_path / "run"
+    cfg = quick_train_config(out, max_epochs=2, validate_every=4, save_every=4, keep_last=2, dev_bleu=True,
+                             max_tokens=400)
+    res = train(tiny_model_config(), cfg, _data(toy, dev_src=str(toy["dev_src"]), dev_tgt=str(toy["dev_tgt"])))
+    assert res.stop_reason == "max_epochs" and res.epoch == 1
+    assert {"valid_loss", "valid_nll", "valid_bleu"} <= set(res.valid)
+    assert (out / "checkpoint_best.pt").exists()
+    names = sorted(p.name for p in out.glob("checkpoint_*.pt") if p.name != "checkpoint_best.pt")
+    assert len(names) == 2 and f"checkpoint_{res.step}.pt" in names
+    vrows = list(csv.DictReader(open(out / "valid_log.csv")))
+    assert int(vrows[-1]["step"]) == res.step
+    # early stopping: patience 1 on a metric that stops improving at some point
+    res2 = train(tiny_model_config(), quick_train_config(tmp_path / "es", max_updates=200, validate_every=1,
+                                                         patience=1, lr=1.0, warmup=1),
+                 _data(toy, dev_src=str(toy["dev_src"]), dev_tgt=str(toy["dev_tgt"])))
+    assert res2.stop_reason == "early_stopping" and res2.step < 200
+
+
+def test_bf16_autocast_on_cpu(toy, tmp_path):
+    res = train(tiny_model_config(), quick_train_config(tmp_path / "bf", max_updates=2, amp="bf16"), _data(toy))
+    assert all(torch.isfinite(p).all() for p in res.model.parameters())
+    with pytest.raises(ConfigError, match="fp16"):
+        train(tiny_model_config(), quick_train_config(tmp_path / "fp", max_updates=2, amp="fp16", device="cpu"),
+              _data(toy))
+
+
+def test_config_errors(toy, tmp_path):
+    with pytest.raises(ConfigError, match="stopping rule"):
+        train(tiny_model_config(), quick_train_config(tmp_path / "x"), _data(toy))
+    with pytest.raises(ConfigError, match="update_freq"):
+        TrainConfig(update_freq=0)
+    with pytest.raises(ConfigError, match="subword"):
+        train(tiny_model_config(), quick_train_config(tmp_path / "y", max_updates=1),
+              DataConfig(train_src=str(toy["src"]), train_tgt=str(toy["tgt"])))
+
+
+def test_cli_config_file_and_overrides(tmp_path):
+    toml = tmp_path / "c.toml"
+    toml.write_text('[data]\ntrain_src = "a.txt"\ntrain_tgt = "b.txt"\nsubword_model = "j.model"\n'
+                    '[model]\npreset = "tiny"\npe = ["ape", "rpe"]\nd_model = 64\n'
+                    '[train]\nlr = 0.002\nmax_updates = 50\nbetas = [0.9, 0.99]\n'
+                    '[train.aux_weights]\nloss_dpe = 0.3\n')
+    p = argparse.ArgumentParser()
+    add_cli_arguments(p)
+    args = p.parse_args(["--config", str(toml), "--lr", "0.004", "--d-model", "32", "--no-bucket",
+                         "--aux-weight", "loss_x=2", "--pe", "ape"])
+    mcfg, tcfg, dcfg = configs_from_args(args)
+    assert mcfg.d_model == 32 and mcfg.pe == ["ape"] and mcfg.n_heads == 2           # CLI > TOML > preset
+    assert tcfg.lr == 0.004 and tcfg.max_updates == 50 and tcfg.betas == (0.9, 0.99) and tcfg.bucket is False
+    assert tcfg.aux_weights == {"loss_dpe": 0.3, "loss_x": 2.0}
+    assert dcfg.train_src == "a.txt" and dcfg.subword_model == "j.model"
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[train]\nlearning_rate = 1\n")
+    with pytest.raises(ConfigError, match="learning_rate"):
+        configs_from_args(p.parse_args(["--config", str(bad)]))
+    help_text = p.format_help()
+    for opt in ("--train-src", "--subword-model", "--update-freq", "--max-time-minutes", "--preset", "--resume"):
+        assert opt in help_text
+
+
+class _AuxModel(torch.nn.Module):
+    """A real Transformer whose forward also returns an auxiliary loss (stands in for DPE's)."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner, self.cfg = inner, inner.cfg
+
+    def forward(self, src, tgt_in, channels=None, return_aux=False):
+        logits, aux = self.inner(src, tgt_in, channels, return_aux=True)
+        aux = {**aux, "loss_test": self.inner.decoder.embed.weight.pow(2).mean() * 100}
+        return (logits, aux) if return_aux else logits
+
+
+def test_aux_losses_are_weighted_and_logged(toy, tmp_path, monkeypatch):
+    import xlpe.nn.transformer as T
+    real = T.build_model
+    monkeypatch.setattr(T, "build_model", lambda cfg: _AuxModel(real(cfg)))
+    runs = {}
+    for w in (0.0, 1.0):
+        cfg = quick_train_config(tmp_path / f"w{w}", max_updates=2, log_every=1, aux_weights={"loss_test": w})
+        runs[w] = train(tiny_model_config(dropout=0.0), cfg, _data(toy))
+        rows = list(csv.DictReader(open(tmp_path / f"w{w}" / "train_log.csv")))
+        assert float(rows[0]["loss_test"]) > 0                 # logged (unweighted, per token-weighted batch)
+    e0 = runs[0.0].model.inner.decoder.embed.weight
+    e1 = runs[1.0].model.inner.decoder.embed.weight
+    assert e1.pow(2).mean() < e0.pow(2).mean()                 # the weighted aux term reached the gradient
+    with pytest.raises(ConfigError, match="loss_test"):
+        train(tiny_model_config(), quick_train_config(tmp_path / "none", max_updates=1), _data(toy))
+
+
+def test_train_cli_end_to_end(toy, tmp_path):
+    from xlpe.cli import main
+    out = tmp_path / "cli"
+    argv = ["train", "--train-src", str(toy["src"]), "--train-tgt", str(toy["tgt"]), "--subword-model",
+            str(toy["spm"]), "--preset", "tiny", "--d-model", "16", "--d-ff", "32", "--enc-layers", "1",
+            "--dec-layers", "1", "--pe", "ape", "rpe", "--max-tokens", "200", "--warmup", "2",
+            "--out", str(out), "--no-progress", "--threads", "1", "--log-every", "1"]
+    assert main(argv + ["--max-updates", "3"]) == 0
+    assert (out / "checkpoint_3.pt").exists() and (out / "run.json").exists()
+    assert main(argv + ["--max-updates", "4"]) == 0                       # resume=auto continues
+    assert (out / "checkpoint_4.pt").exists()
+    steps = [int(r["step"]) for r in csv.DictReader(open(out / "train_log.csv"))]
+    assert steps == [1, 2, 3, 4]
