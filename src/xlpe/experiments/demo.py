@@ -41,6 +41,15 @@ class DemoConfig:
     dev: int = 500
     test: int = 500
     vocab_size: int = 1000
+    nmt_pe: list[str] = field(default_factory=lambda: ["none", "ape", "rpe"])
+    nmt_preset: str = "tiny"
+    nmt_d_model: int = 96
+    nmt_layers: int = 2
+    nmt_updates: int = 600
+    nmt_max_tokens: int = 3000
+    nmt_lr: float = 2e-3
+    beam: int = 4
+    threads: int = 2
     force: bool = False
     stages: list[str] = field(default_factory=lambda: list(STAGES))
 
@@ -161,10 +170,101 @@ def _plot_lengths(pairs, orders, path: Path) -> None:
     os.replace(tmp, path)
 
 
+def _nmt_model_config(cfg: DemoConfig, pe: list[str], vocab: int):
+    from xlpe.nn.transformer import TransformerConfig
+    d = cfg.nmt_d_model
+    return TransformerConfig.from_preset(cfg.nmt_preset, src_vocab_size=vocab, share_embeddings=True, d_model=d,
+                                         n_heads=4, d_ff=4 * d, enc_layers=cfg.nmt_layers, dec_layers=cfg.nmt_layers,
+                                         dropout=0.1, pe=pe)
+
+
+def stage_nmt(cfg: DemoConfig, out: Path) -> dict:
+    """Train one small Transformer per source position encoding and score each on the test set.
+
+    Every model sees the same data, subwords, seed and number of updates; BLEU/chrF come with paired
+    bootstrap significance against the ``ape`` baseline (sacrebleu).
+    """
+    import torch
+    from xlpe.data.subword import SubwordModel
+    from xlpe.evaluate.bleu import paired_bootstrap
+    from xlpe.infer.translate import translate_lines
+    from xlpe.io.text import read_lines
+    from xlpe.train.trainer import DataConfig, TrainConfig, train
+
+    data = out / "synth"
+    spm = out / "subword" / "spm.model"
+    results: dict[str, Any] = {}
+    for pe_name in cfg.nmt_pe:
+        pe = pe_name.split("+")
+        mcfg = _nmt_model_config(cfg, pe, SubwordModel.load(spm).vocab_size)
+        tcfg = TrainConfig(out=str(out / "nmt" / pe_name / "run"), seed=cfg.seed, lr=cfg.nmt_lr, warmup=min(200, cfg.nmt_updates // 4),
+                           max_tokens=cfg.nmt_max_tokens, max_updates=cfg.nmt_updates, validate_every=0,
+                           save_every=max(100, cfg.nmt_updates // 3), keep_last=1, threads=cfg.threads,
+                           log_every=50, progress=sys.stderr.isatty(), clip_norm=1.0)
+        dcfg = DataConfig(train_src=str(data / "train.src"), train_tgt=str(data / "train.tgt"),
+                          dev_src=str(data / "dev.src"), dev_tgt=str(data / "dev.tgt"), subword_model=str(spm))
+        params = {"model": mcfg.to_dict(), "train": {k: v for k, v in tcfg.__dict__.items() if k not in ("progress",)},
+                  "data": _digest(_file_sig(data / "train.src", data / "train.tgt", spm)), "beam": cfg.beam}
+
+        def fn(d: Path, mcfg=mcfg, tcfg=tcfg, dcfg=dcfg) -> dict:
+            t0 = time.time()
+            res = train(mcfg, tcfg, dcfg)
+            train_s = time.time() - t0
+            model = res.model.eval()
+            sw = SubwordModel.load(spm)
+            src = [t for _, t in read_lines(data / "test.src")]
+            t0 = time.time()
+            with torch.inference_mode():
+                hyps = translate_lines(model, sw, src, beam=cfg.beam, batch_size=64)
+            dec_s = time.time() - t0
+            with atomic_write(d / "test.hyp") as f:
+                f.write("\n".join(hyps) + "\n")
+            from xlpe.nn.transformer import count_parameters
+            return {"updates": res.step, "params": count_parameters(model), "valid_loss": res.valid.get("loss"),
+                    "train_seconds": round(train_s, 1), "decode_sent_per_s": round(len(src) / dec_s, 1),
+                    "hyp": str(d / "test.hyp")}
+        results[pe_name] = run_stage(out / "nmt", pe_name, params, fn, cfg.force)
+    refs = [t for _, t in read_lines(data / "test.tgt")]
+    names = [n for n in (["ape"] if "ape" in results else []) + list(results) if n]
+    names = list(dict.fromkeys(names))
+    systems = [(n, [t for _, t in read_lines(results[n]["hyp"])]) for n in names]
+    if len(systems) >= 2:
+        comps, sigs = paired_bootstrap(systems, refs, n_samples=1000, seed=cfg.seed)
+        for c in comps:
+            results[c.system].update(bleu=c.scores["BLEU"], chrf=c.scores["chrF2"], bleu_p=c.p_values["BLEU"],
+                                     bleu_ci=c.ci["BLEU"])
+        results["_signatures"] = sigs
+    else:
+        from xlpe.evaluate.bleu import corpus_scores
+        for n, h in systems:
+            sc = corpus_scores(h, refs)
+            results[n].update(bleu=sc["bleu"].score, chrf=sc["chrf"].score)
+    _plot_nmt(results, out / "plots" / "nmt.png")
+    return results
+
+
+def _plot_nmt(results: dict, path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    names = [n for n in results if not n.startswith("_")]
+    fig, ax = plt.subplots(figsize=(5, 3.2))
+    vals = [results[n].get("bleu", 0) for n in names]
+    err = [results[n].get("bleu_ci", 0) for n in names]
+    ax.bar(names, vals, yerr=err, color="#4878a8", capsize=4)
+    ax.set(title="test BLEU by source position encoding", ylabel="BLEU")
+    fig.tight_layout()
+    tmp = path.with_suffix(".tmp.png")
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    os.replace(tmp, path)
+
+
 STAGES: dict[str, Callable[[DemoConfig, Path], dict]] = {
     "synth": stage_synth,
     "subword": stage_subword,
     "stats": stage_stats,
+    "nmt": stage_nmt,
 }
 
 
@@ -189,9 +289,24 @@ def _report(cfg: DemoConfig, results: dict) -> str:
                   f"| AER gold vs gold | {st['check_aer_gold_vs_gold']:.4f} | 0 |",
                   f"| AER SPEC §12 ex. 6 | {st['check_aer_spec_example_6']:.4f} | 0.25 |",
                   f"| BLEU reference vs reference | {st['check_bleu_ref_vs_ref']:.2f} | 100 |"]
+    nmt = results.get("nmt")
+    if nmt:
+        lines += ["", f"## Translation (test, beam {cfg.beam}; paired bootstrap vs `ape`)", "",
+                  "| source PE | params | updates | BLEU | ±95% | p vs ape | chrF | train s | decode sent/s |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for n, r in nmt.items():
+            if n.startswith("_"):
+                continue
+            p = r.get("bleu_p")
+            lines.append(f"| {n} | {r['params']:,} | {r['updates']} | {r.get('bleu', float('nan')):.2f} | "
+                         f"{r.get('bleu_ci', float('nan')):.2f} | {'—' if p is None else f'{p:.4f}'} | "
+                         f"{r.get('chrf', float('nan')):.2f} | {r['train_seconds']:.0f} | {r['decode_sent_per_s']:.0f} |")
+        if "_signatures" in nmt:
+            lines += ["", "signatures: " + "; ".join(f"{k} `{v}`" for k, v in nmt["_signatures"].items())]
     lines += ["", "## Run", "", f"- command: `{' '.join(['xlpe'] + sys.argv[1:])}`",
               f"- xlpe {__version__}, Python {platform.python_version()}, {platform.platform()}",
-              f"- stage seconds: " + ", ".join(f"{k} {v.get('seconds', 0):.1f}" for k, v in results.items())]
+              "- stage seconds: " + ", ".join(f"{k} {v.get('seconds', 0):.1f}" for k, v in results.items()
+                                              if isinstance(v, dict) and "seconds" in v)]
     return "\n".join(lines) + "\n"
 
 
@@ -222,13 +337,24 @@ def add_cli_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dev", type=int, default=d.dev, help="development pairs")
     p.add_argument("--test", type=int, default=d.test, help="test pairs")
     p.add_argument("--vocab-size", type=int, default=d.vocab_size, help="joint subword vocabulary size")
+    p.add_argument("--nmt-pe", nargs="+", default=d.nmt_pe,
+                   help="source position encodings to compare; join several with '+' (e.g. ape+rpe)")
+    p.add_argument("--nmt-updates", type=int, default=d.nmt_updates, help="training updates per NMT model")
+    p.add_argument("--nmt-d-model", type=int, default=d.nmt_d_model, help="model width of the demo NMT models")
+    p.add_argument("--nmt-layers", type=int, default=d.nmt_layers, help="encoder and decoder layers")
+    p.add_argument("--nmt-max-tokens", type=int, default=d.nmt_max_tokens, help="tokens per batch")
+    p.add_argument("--beam", type=int, default=d.beam, help="beam size for the test translations")
+    p.add_argument("--threads", type=int, default=d.threads, help="torch CPU threads")
     p.add_argument("--stages", nargs="+", default=list(STAGES), help="stages to run, in order")
     p.add_argument("--force", action="store_true", help="rerun every stage even when cached")
 
 
 def cli_main(args: argparse.Namespace) -> int:
     cfg = DemoConfig(out=args.out, profile=args.profile, seed=args.seed, train=args.train, dev=args.dev,
-                     test=args.test, vocab_size=args.vocab_size, force=args.force, stages=args.stages)
+                     test=args.test, vocab_size=args.vocab_size, force=args.force, stages=args.stages,
+                     nmt_pe=args.nmt_pe, nmt_updates=args.nmt_updates, nmt_d_model=args.nmt_d_model,
+                     nmt_layers=args.nmt_layers, nmt_max_tokens=args.nmt_max_tokens, beam=args.beam,
+                     threads=args.threads)
     r = demo(cfg)
     print(r["report"])
     print(f"report: {Path(cfg.out) / 'report.md'}   numbers: {Path(cfg.out) / 'results.json'}   plots: {Path(cfg.out) / 'plots'}")
