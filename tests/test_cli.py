@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from xlpe.cli import _available, build_parser, main
+from xlpe.cli import COMMANDS, build_parser, main
 
 
 def _run(*args):
@@ -29,7 +29,7 @@ def _all_actions(parser):
             yield a
 
 
-@pytest.mark.parametrize("name", sorted(_available()))
+@pytest.mark.parametrize("name", sorted(COMMANDS))
 def test_every_command_documents_its_options(name, capsys):
     parser, _ = build_parser([name])
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[name]

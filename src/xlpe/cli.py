@@ -8,7 +8,6 @@ runs, so ``xlpe --help`` is instant and a command never pays for torch unless it
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import importlib
 import logging
 import sys
@@ -21,38 +20,18 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("xlpe.experiments.demo", "the main job: the whole pipeline on the built-in synthetic language pair"),
     "synth": ("xlpe.data.synthetic", "generate a built-in synthetic language pair (text, gold alignments, trees, orders)"),
     "subword": ("xlpe.data.subword_cli", "sentencepiece subwords: train | encode | decode (with word maps)"),
+    "align": ("xlpe.align.eflomal", "statistical word alignment with eflomal (+ symmetrisation)"),
     "aer": ("xlpe.evaluate.aer", "alignment error rate, precision and recall against a gold file"),
+    "orders": ("xlpe.reorder.orders_cli", "alignments -> oracle ranks, permutations, pos_XL, DPE targets"),
+    "preorder": ("xlpe.reorder.preorder_cli", "BTG preorderer: train | apply (lader formats)"),
+    "train": ("xlpe.train.trainer", "NMT training (single process, or torchrun for DDP)"),
+    "translate": ("xlpe.infer.translate", "translate files or stdin with a trained model (beam / greedy)"),
     "evaluate": ("xlpe.evaluate.bleu", "BLEU / chrF with signatures and paired bootstrap; Kendall tau / chunk for orders"),
 }
 
-# commands whose modules exist only once a later stage is installed/built are added here by that stage
-OPTIONAL_COMMANDS: dict[str, tuple[str, str]] = {
-    "align": ("xlpe.align.eflomal", "statistical word alignment with eflomal (+ symmetrisation)"),
-    "orders": ("xlpe.reorder.orders_cli", "alignments -> oracle ranks, permutations, pos_XL, DPE targets"),
-    "preorder": ("xlpe.reorder.btg", "BTG preorderer: train | apply (lader formats)"),
-    "train": ("xlpe.train.trainer", "NMT training (single process, or torchrun for DDP)"),
-    "translate": ("xlpe.infer.translate", "translate files or stdin with a trained model (beam / greedy)"),
-}
-
-
-def _available() -> dict[str, tuple[str, str]]:
-    cmds = dict(COMMANDS)
-    for name, (mod, help_) in OPTIONAL_COMMANDS.items():
-        spec = importlib.util.find_spec(mod) if _parent_exists(mod) else None
-        if spec is not None:
-            cmds[name] = (mod, help_)
-    return cmds
-
-
-def _parent_exists(mod: str) -> bool:
-    try:
-        return importlib.util.find_spec(mod.rsplit(".", 1)[0]) is not None
-    except ModuleNotFoundError:
-        return False
-
 
 def build_parser(argv: list[str]) -> tuple[argparse.ArgumentParser, dict]:
-    cmds = _available()
+    cmds = COMMANDS
     parser = argparse.ArgumentParser(
         prog="xlpe", description="Word-order-aware neural machine translation toolkit. "
         "Every sub-command is also a function of the Python API with the same options.")

@@ -41,15 +41,17 @@ class DemoConfig:
     dev: int = 500
     test: int = 500
     vocab_size: int = 1000
+    preorder_sentences: int = 5000
+    preorder_iterations: int = 3
     nmt_pe: list[str] = field(default_factory=lambda: ["none", "ape", "rpe"])
     nmt_preset: str = "tiny"
     nmt_d_model: int = 96
     nmt_layers: int = 2
-    nmt_updates: int = 600
-    nmt_max_tokens: int = 3000
+    nmt_updates: int = 300
+    nmt_max_tokens: int = 2000
     nmt_lr: float = 2e-3
     beam: int = 4
-    threads: int = 2
+    threads: int = 1
     force: bool = False
     stages: list[str] = field(default_factory=lambda: list(STAGES))
 
@@ -170,6 +172,83 @@ def _plot_lengths(pairs, orders, path: Path) -> None:
     os.replace(tmp, path)
 
 
+def stage_align(cfg: DemoConfig, out: Path) -> dict:
+    """eflomal (grow-diag-final-and) over train+dev+test at once, as in the AER protocol; AER on test."""
+    from xlpe.align.eflomal import EflomalAligner
+    from xlpe.evaluate.aer import corpus_aer
+    from xlpe.io import read_alignments, read_bitext, write_alignments
+
+    data = out / "synth"
+    splits = ("train", "dev", "test")
+    params = {"data": _digest(_file_sig(*(data / f"{s}.{e}" for s in splits for e in ("src", "tgt")))),
+              "sym": "grow-diag-final-and"}
+
+    def fn(d: Path) -> dict:
+        pairs = {s: list(read_bitext(data / f"{s}.src", data / f"{s}.tgt")) for s in splits}
+        src = [p[0] for s in splits for p in pairs[s]]
+        tgt = [p[1] for s in splits for p in pairs[s]]
+        t0 = time.time()
+        als = EflomalAligner(sym="grow-diag-final-and", quiet=True).align(src, tgt)
+        secs = time.time() - t0
+        res: dict[str, Any] = {"align_seconds": round(secs, 1), "pairs": len(src)}
+        k = 0
+        for s in splits:
+            n = len(pairs[s])
+            write_alignments(d / f"{s}.align", als[k:k + n], 0)
+            gold = list(read_alignments(data / f"{s}.align", 0))
+            sc = corpus_aer(als[k:k + n], gold)
+            res[s] = {"aer": sc.aer, "precision": sc.precision, "recall": sc.recall}
+            k += n
+        return res
+    return run_stage(out, "align", params, fn, cfg.force)
+
+
+def stage_preorder(cfg: DemoConfig, out: Path) -> dict:
+    """Train the BTG preorderer on eflomal alignments of the training data; score its test orders."""
+    from xlpe.evaluate.reorder_metrics import corpus_reorder_scores
+    from xlpe.io import read_alignments, read_orders, read_sentences
+    from xlpe.io.orders import write_orders
+    from xlpe.reorder.btg import BTGConfig, BTGPreorderer
+    from xlpe.reorder.oracle import lader_ranks, order_from_ranks
+
+    data = out / "synth"
+    params = {"n": cfg.preorder_sentences, "its": cfg.preorder_iterations, "seed": cfg.seed,
+              "align": _digest(_file_sig(out / "align" / "train.align", data / "train.src", data / "test.src"))}
+
+    def fn(d: Path) -> dict:
+        train_src = list(read_sentences(data / "train.src"))[: cfg.preorder_sentences]
+        train_al = list(read_alignments(out / "align" / "train.align", 0))[: len(train_src)]
+        ranks = [lader_ranks(sorted(a.links), len(s), src_words=s) for s, a in zip(train_src, train_al)]
+        model = BTGPreorderer(BTGConfig(seed=cfg.seed))
+        t0 = time.time()
+        hist = model.train(train_src, ranks, iterations=cfg.preorder_iterations, progress=False)
+        train_s = time.time() - t0
+        model.save(d / "model")
+        res: dict[str, Any] = {"train_sentences": len(train_src), "iterations": len(hist),
+                               "seconds_per_iteration": round(train_s / max(1, len(hist)), 1)}
+        for split in ("train", "dev", "test"):
+            src = list(read_sentences(data / f"{split}.src"))
+            t0 = time.time()
+            orders = model.predict_many(src, processes=1)
+            speed = len(src) / (time.time() - t0)
+            write_orders(d / f"{split}.order", orders)
+            if split != "test":
+                continue
+            gold_al = list(read_alignments(data / "test.align", 0))
+            gold_ranks = [lader_ranks(sorted(a.links), len(s), src_words=s) for s, a in zip(src, gold_al)]
+            efl = list(read_alignments(out / "align" / "test.align", 0))
+            efl_orders = [order_from_ranks(lader_ranks(sorted(a.links), len(s), src_words=s)) for s, a in zip(src, efl)]
+            res["apply_sent_per_s"] = round(speed, 1)
+            res["test"] = {
+                "identity": corpus_reorder_scores([list(range(len(s))) for s in src], gold_ranks),
+                "btg": corpus_reorder_scores(orders, gold_ranks),
+                "eflomal_oracle": corpus_reorder_scores(efl_orders, gold_ranks),
+                "gold_order": corpus_reorder_scores(list(read_orders(data / "test.order")), gold_ranks),
+            }
+        return res
+    return run_stage(out, "preorder", params, fn, cfg.force)
+
+
 def _nmt_model_config(cfg: DemoConfig, pe: list[str], vocab: int):
     from xlpe.nn.transformer import TransformerConfig
     d = cfg.nmt_d_model
@@ -264,6 +343,8 @@ STAGES: dict[str, Callable[[DemoConfig, Path], dict]] = {
     "synth": stage_synth,
     "subword": stage_subword,
     "stats": stage_stats,
+    "align": stage_align,
+    "preorder": stage_preorder,
     "nmt": stage_nmt,
 }
 
@@ -289,6 +370,24 @@ def _report(cfg: DemoConfig, results: dict) -> str:
                   f"| AER gold vs gold | {st['check_aer_gold_vs_gold']:.4f} | 0 |",
                   f"| AER SPEC §12 ex. 6 | {st['check_aer_spec_example_6']:.4f} | 0.25 |",
                   f"| BLEU reference vs reference | {st['check_bleu_ref_vs_ref']:.2f} | 100 |"]
+    al = results.get("align")
+    if al:
+        lines += ["", f"## Word alignment (eflomal, grow-diag-final-and, {al['pairs']} pairs, {al['align_seconds']:.0f} s)", "",
+                  "| split | AER | precision | recall |", "|---|---|---|---|"]
+        for split in ("train", "test"):
+            a = al[split]
+            lines.append(f"| {split} | {100 * a['aer']:.2f} | {100 * a['precision']:.2f} | {100 * a['recall']:.2f} |")
+    po = results.get("preorder")
+    if po:
+        lines += ["", f"## Preordering (BTG, {po['train_sentences']} sentences x {po['iterations']} iterations, "
+                      f"{po['seconds_per_iteration']:.0f} s/iteration, {po['apply_sent_per_s']:.0f} sent/s; "
+                      "test, against gold-alignment ranks)", "",
+                  "| order | Kendall τ | chunk |", "|---|---|---|"]
+        names = {"identity": "identity (source order)", "btg": "BTG preorderer (source only)",
+                 "eflomal_oracle": "oracle from eflomal alignments", "gold_order": "gold order"}
+        for k, label in names.items():
+            r = po["test"][k]
+            lines.append(f"| {label} | {r['tau']:.4f} | {r['chunk']:.4f} |")
     nmt = results.get("nmt")
     if nmt:
         lines += ["", f"## Translation (test, beam {cfg.beam}; paired bootstrap vs `ape`)", "",
@@ -337,6 +436,9 @@ def add_cli_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dev", type=int, default=d.dev, help="development pairs")
     p.add_argument("--test", type=int, default=d.test, help="test pairs")
     p.add_argument("--vocab-size", type=int, default=d.vocab_size, help="joint subword vocabulary size")
+    p.add_argument("--preorder-sentences", type=int, default=d.preorder_sentences,
+                   help="training sentences of the BTG preorderer")
+    p.add_argument("--preorder-iterations", type=int, default=d.preorder_iterations, help="BTG training iterations")
     p.add_argument("--nmt-pe", nargs="+", default=d.nmt_pe,
                    help="source position encodings to compare; join several with '+' (e.g. ape+rpe)")
     p.add_argument("--nmt-updates", type=int, default=d.nmt_updates, help="training updates per NMT model")
@@ -352,6 +454,7 @@ def add_cli_arguments(p: argparse.ArgumentParser) -> None:
 def cli_main(args: argparse.Namespace) -> int:
     cfg = DemoConfig(out=args.out, profile=args.profile, seed=args.seed, train=args.train, dev=args.dev,
                      test=args.test, vocab_size=args.vocab_size, force=args.force, stages=args.stages,
+                     preorder_sentences=args.preorder_sentences, preorder_iterations=args.preorder_iterations,
                      nmt_pe=args.nmt_pe, nmt_updates=args.nmt_updates, nmt_d_model=args.nmt_d_model,
                      nmt_layers=args.nmt_layers, nmt_max_tokens=args.nmt_max_tokens, beam=args.beam,
                      threads=args.threads)
