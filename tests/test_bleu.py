@@ -45,3 +45,15 @@ def test_cli_evaluate(tmp_path, capsys):
                  "--bootstrap", "100", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert [s["system"] for s in out["systems"]] == ["a", "b"]
+
+
+def test_cli_evaluate_orders(tmp_path, capsys):
+    # SPEC §12 example 1: ranks [0,2,1,3]; the oracle order scores 1, the identity 1 - 1/6 (tau), 0.4 (chunk)
+    (tmp_path / "src").write_text("a b c d\n")
+    (tmp_path / "al").write_text("0-0 1-4 1-5 2-2 3-6\n")
+    (tmp_path / "ord").write_text("0 2 1 3\n")
+    assert main(["evaluate", "--orders", str(tmp_path / "ord"), "--order-ref", str(tmp_path / "al"),
+                 "--order-src", str(tmp_path / "src"), "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)["reordering"]
+    assert r["tau"] == 1.0 and r["chunk"] == 1.0
+    assert r["identity_tau"] == pytest.approx(1 - 1 / 6) and r["identity_chunk"] == pytest.approx(0.4)

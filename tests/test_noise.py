@@ -8,14 +8,20 @@ from xlpe.errors import ConfigError
 from xlpe.reorder.noise import noisy_positions, swap_noise
 
 
+def test_spec_section_4_8_count():
+    base = list(range(10))
+    out = swap_noise(base, 0.2, np.random.default_rng(5))          # m = 2 indices -> 1 pair
+    assert sum(a != b for a, b in zip(out, base)) == 2 and sorted(out) == base
+
+
 def test_spec_example_9():
     base = list(range(10))
-    out = swap_noise(base, 0.2, np.random.default_rng(5))
+    out = swap_noise(base, 0.2, np.random.default_rng(5), unit="pairs")
     moved = [k for k in range(10) if out[k] != base[k]]
     assert sorted(out) == base and len(moved) == 4              # 2 disjoint pairs
     for k in moved:                                             # each moved value sits where its partner was
         assert out[out[k]] == k
-    assert swap_noise(base, 0.2, np.random.default_rng(5)) == out
+    assert swap_noise(base, 0.2, np.random.default_rng(5), unit="pairs") == out
     assert list(noisy_positions([base, base], 0.2, seed=1)) == list(noisy_positions([base, base], 0.2, seed=1))
 
 

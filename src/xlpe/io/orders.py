@@ -29,8 +29,17 @@ def is_permutation(order: Sequence[int]) -> bool:
 
 
 def invert_order(order: Sequence[int]) -> list[int]:
-    """``pos_XL``: the inverse permutation, ``inv[order[j]] = j`` (SPEC §4.1)."""
-    o = np.asarray(order, dtype=np.int64)
+    """``pos_XL``: the inverse permutation, ``inv[order[j]] = j`` (SPEC §4.1).
+
+    Example (SPEC §12.3): ``invert_order([2, 3, 1, 0]) == [3, 2, 0, 1]``.
+
+    Raises:
+        FormatError: ``order`` is not a permutation of ``0..n-1``.
+    """
+    o = np.asarray(order, dtype=np.int64).reshape(-1)
+    n = len(o)
+    if n and (o.min() < 0 or o.max() >= n or len(np.unique(o)) != n):
+        raise FormatError(f"order {list(order)[:20]} is not a permutation", expected=f"each of 0..{n - 1} once")
     inv = np.empty_like(o)
     inv[o] = np.arange(len(o), dtype=np.int64)
     return inv.tolist()

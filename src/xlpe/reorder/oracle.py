@@ -1,0 +1,507 @@
+"""Orders from word alignments: lader oracle ranks, DPE targets, 2PT reordered sources, permutations.
+
+Everything here takes plain Python data: an alignment is any iterable of 0-based ``(i, j)`` int pairs
+(source index ``i``, target index ``j``), a sentence length is an int, an order is a ``list[int]`` where
+``order[k]`` is the original index of the token placed at reordered position ``k`` (lader
+``-out_format order``, SPEC §4.1).
+
+* :func:`lader_ranks` — a bit-exact port of lader's oracle ranks (SPEC §5.2; lader ``combined-alignment.cc``,
+  ``ranks.cc``): target spans, ``combine_blocks``, null-aligned brackets, ``attach_null`` and ranks by the
+  partial order of spans, ties allowed. Verified against SPEC §12 examples 1 and 2, and against a C++
+  harness of the same steps compiled with GNU libstdc++ (``std::map`` with lader's span order) on 30,000
+  random sentences with brackets, crossing/nested spans and both null handlers: identical ranks
+  (a sample of those cases is in ``tests/test_oracle.py``).
+* :func:`dpe_targets` — DPE supervision targets (SPEC §6.2, §12 example 5).
+* :func:`reordered_order` / :func:`reordered_source` — the 2PT "En_reordered" source (SPEC §6.5).
+* :func:`order_from_ranks` / :func:`invert_order` — ranks → permutation, permutation → ``pos_XL`` (SPEC §4.1).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Literal, Sequence
+
+import numpy as np
+
+from xlpe.errors import ConfigError, FormatError
+from xlpe.io.orders import invert_order  # noqa: F401  (re-exported: pos_XL lives with the order format)
+
+__all__ = [
+    "lader_ranks", "lader_spans", "dpe_targets", "reordered_order", "reordered_source",
+    "order_from_ranks", "invert_order", "check_links",
+]
+
+Link = tuple[int, int]
+
+# lader's bracket pairs (combined-alignment.cc); '"' opens and closes.
+OPENING_BRACKETS = ("(", "[", '"', "（", "「", "『", "【")
+CLOSING_BRACKETS = (")", "]", '"', "）", "」", "』", "】")
+
+_BIG = float(np.finfo(np.float64).max)  # C's DBL_MAX
+
+
+# ----------------------------------------------------------------------------------------------
+# validation
+
+
+def check_links(links: Iterable[Link], src_len: int, tgt_len: int | None = None, *,
+                what: str = "alignment") -> list[Link]:
+    """Return ``links`` as a list of int pairs, in the given order, after checking every index.
+
+    Raises:
+        FormatError: a link that is not a pair of ints, negative, or beyond ``src_len``/``tgt_len``.
+    """
+    if not isinstance(src_len, (int, np.integer)) or src_len < 0:
+        raise FormatError(f"bad source length {src_len!r}", expected="a non-negative int")
+    out: list[Link] = []
+    for link in links:
+        try:
+            i, j = link
+            ii, jj = int(i), int(j)
+        except (TypeError, ValueError):
+            raise FormatError(f"{what} link {link!r} is malformed", expected="a pair of ints (i, j)") from None
+        if ii != i or jj != j:
+            raise FormatError(f"{what} link {link!r} is malformed", expected="a pair of ints (i, j)")
+        if not 0 <= ii < src_len:
+            raise FormatError(f"{what} link {ii}-{jj} is beyond the source sentence of {src_len} words",
+                              expected=f"0 <= i < {src_len} (0-based)")
+        if jj < 0 or (tgt_len is not None and jj >= tgt_len):
+            raise FormatError(f"{what} link {ii}-{jj} is beyond the target sentence"
+                              + ("" if tgt_len is None else f" of {tgt_len} words"),
+                              expected="0 <= j" + ("" if tgt_len is None else f" < {tgt_len}") + " (0-based)")
+        out.append((ii, jj))
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# lader oracle ranks (SPEC §5.2)
+
+
+def _span_less(l: tuple[float, float], r: tuple[float, float]) -> bool:
+    """lader's ``AlignmentIsLesser``: l < r iff (l.b < r.b and l.e <= r.e) or (l.e < r.e and l.b <= r.b).
+
+    Not a strict weak order: nested or crossing spans are mutually "not less" (they tie), and ties are
+    not transitive. That is why :class:`_StdMap` replays the exact tree lader's ``std::map`` builds.
+    """
+    return (l[0] < r[0] and l[1] <= r[1]) or (l[1] < r[1] and l[0] <= r[0])
+
+
+class _Node:
+    __slots__ = ("key", "value", "left", "right", "parent", "red")
+
+    def __init__(self, key, value, parent):
+        self.key, self.value, self.parent = key, value, parent
+        self.left = self.right = None
+        self.red = True
+
+
+class _StdMap:
+    """A replay of GNU libstdc++'s ``std::map`` (red-black tree) with a custom "less" function.
+
+    Only what lader's ``Ranks`` constructor uses: ``find``, ``insert`` (unique keys) and in-order
+    iteration. With a comparator that is not a strict weak order, which entry a key "finds" depends on
+    the tree's shape, so the shape must be reproduced: the search paths follow libstdc++'s
+    ``_M_lower_bound`` / ``_M_get_insert_unique_pos`` and the rebalancing is the textbook red-black
+    insertion fix-up that ``_Rb_tree_insert_and_rebalance`` implements.
+    """
+
+    def __init__(self, less):
+        self.less = less
+        self.root: _Node | None = None
+        self.leftmost: _Node | None = None
+
+    def find(self, key) -> _Node | None:
+        x, y = self.root, None
+        while x is not None:
+            if not self.less(x.key, key):
+                y, x = x, x.left
+            else:
+                x = x.right
+        if y is None or self.less(key, y.key):
+            return None
+        return y
+
+    @staticmethod
+    def _predecessor(x: _Node) -> _Node:
+        if x.left is not None:
+            x = x.left
+            while x.right is not None:
+                x = x.right
+            return x
+        p = x.parent
+        while x is p.left:  # x is not the leftmost node, so p exists
+            x, p = p, p.parent
+        return p
+
+    def insert(self, key, value) -> bool:
+        """Insert unless an "equivalent" key is met on the way; return whether it was inserted."""
+        x, y, comp = self.root, None, True
+        while x is not None:
+            y = x
+            comp = self.less(key, x.key)
+            x = x.left if comp else x.right
+        j = y
+        if comp:
+            if j is None or j is self.leftmost:
+                self._link(key, value, y, True)
+                return True
+            j = self._predecessor(j)
+        if self.less(j.key, key):
+            self._link(key, value, y, comp)
+            return True
+        return False
+
+    def _link(self, key, value, parent: _Node | None, left: bool) -> None:
+        z = _Node(key, value, parent)
+        if parent is None:
+            self.root = self.leftmost = z
+        elif left:
+            parent.left = z
+            if parent is self.leftmost:
+                self.leftmost = z
+        else:
+            parent.right = z
+        self._rebalance(z)
+
+    def _rotate_left(self, x: _Node) -> None:
+        y = x.right
+        x.right = y.left
+        if y.left is not None:
+            y.left.parent = x
+        y.parent = x.parent
+        if x is self.root:
+            self.root = y
+        elif x is x.parent.left:
+            x.parent.left = y
+        else:
+            x.parent.right = y
+        y.left = x
+        x.parent = y
+
+    def _rotate_right(self, x: _Node) -> None:
+        y = x.left
+        x.left = y.right
+        if y.right is not None:
+            y.right.parent = x
+        y.parent = x.parent
+        if x is self.root:
+            self.root = y
+        elif x is x.parent.right:
+            x.parent.right = y
+        else:
+            x.parent.left = y
+        y.right = x
+        x.parent = y
+
+    def _rebalance(self, x: _Node) -> None:
+        while x is not self.root and x.parent.red:
+            xpp = x.parent.parent
+            if x.parent is xpp.left:
+                y = xpp.right
+                if y is not None and y.red:
+                    x.parent.red = False
+                    y.red = False
+                    xpp.red = True
+                    x = xpp
+                else:
+                    if x is x.parent.right:
+                        x = x.parent
+                        self._rotate_left(x)
+                    x.parent.red = False
+                    xpp.red = True
+                    self._rotate_right(xpp)
+            else:
+                y = xpp.left
+                if y is not None and y.red:
+                    x.parent.red = False
+                    y.red = False
+                    xpp.red = True
+                    x = xpp
+                else:
+                    if x is x.parent.left:
+                        x = x.parent
+                        self._rotate_right(x)
+                    x.parent.red = False
+                    xpp.red = True
+                    self._rotate_left(xpp)
+        self.root.red = False
+
+    def values_in_order(self) -> list:
+        out, stack, x = [], [], self.root
+        while stack or x is not None:
+            while x is not None:
+                stack.append(x)
+                x = x.left
+            x = stack.pop()
+            out.append(x.value)
+            x = x.right
+        return out
+
+
+def _combine_blocks(spans: list[list[float]]) -> None:
+    """lader ``CombineBlocks`` (in place): merge words whose target spans overlap.
+
+    Words are visited in ascending order of their *original* span; a block grows while the next word's
+    *current* span starts at or before the block's end, and every source word between the block's
+    leftmost and rightmost member (aligned or not) receives the block's span. Like lader, the walk reads
+    spans that earlier blocks may already have overwritten.
+    """
+    n = len(spans)
+    word_spans = sorted(((spans[k][0], spans[k][1]), k) for k in range(n))
+    i = 0
+    while i < n:
+        f1 = f2 = word_spans[i][1]
+        e1, e2 = spans[f1]
+        if e1 == -1:
+            i += 1
+            continue
+        i += 1
+        while i < n and spans[word_spans[i][1]][0] <= e2:
+            w = word_spans[i][1]
+            while f1 > w:
+                f1 -= 1
+                e2 = max(e2, spans[f1][1])
+            while f2 < w:
+                f2 += 1
+                e2 = max(e2, spans[f2][1])
+            i += 1
+        for k in range(f1, f2 + 1):
+            spans[k] = [e1, e2]
+
+
+def _align_bracket_spans(spans: list[list[float]], words: Sequence[str]) -> None:
+    """lader ``AlignBracketSpans`` (in place): a null-aligned matching bracket pair is placed just
+    outside (±1e-4) the target span of the aligned words it encloses."""
+    stack: list[int] = []
+    for i, w in enumerate(words):
+        if spans[i][0] != -1:
+            continue
+        if w in CLOSING_BRACKETS and stack:
+            kind = CLOSING_BRACKETS.index(w)
+            top = stack[-1]
+            if words[top] == OPENING_BRACKETS[kind]:
+                f1, f2 = _BIG, -1.0
+                for k in range(top + 1, i):
+                    if spans[k][0] != -1:
+                        f1 = min(spans[k][0], f1)
+                        f2 = max(spans[k][1], f2)
+                if f2 != -1:
+                    spans[top] = [f1 - 1e-4, f1 - 1e-4]
+                    spans[i] = [f2 + 1e-4, f2 + 1e-4]
+                stack.pop()
+                continue
+        if w in OPENING_BRACKETS:
+            stack.append(i)
+
+
+def _attach_null(spans: list[list[float]], how: str) -> None:
+    """lader's null handlers (in place). ``right``: a null word copies its right neighbour's span,
+    trailing nulls the left one's. ``left``: sentence-final nulls go to the very end (DBL_MAX), other
+    nulls copy the left neighbour's span, leading nulls the first aligned word's."""
+    n = len(spans)
+    if how == "left":
+        last = n - 1
+        while last >= 0 and spans[last][0] == -1:
+            spans[last] = [_BIG, _BIG]
+            last -= 1
+        for i in range(1, last):
+            if spans[i][0] == -1:
+                spans[i] = list(spans[i - 1])
+        i = 0
+        while i < n and spans[i][0] == -1:
+            i += 1
+        if i != n:
+            while i > 0:
+                spans[i - 1] = list(spans[i])
+                i -= 1
+    elif how == "right":
+        for i in range(n - 2, -1, -1):
+            if spans[i][0] == -1:
+                spans[i] = list(spans[i + 1])
+        i = n - 1
+        while i >= 0 and spans[i][0] == -1:
+            i -= 1
+        if i != -1:
+            while i < n - 1:
+                spans[i + 1] = list(spans[i])
+                i += 1
+
+
+def lader_spans(links: Iterable[Link], src_len: int, *, combine_blocks: bool = True,
+                align_brackets: bool = True, src_words: Sequence[str] | None = None,
+                attach_null: Literal["right", "left", "none"] = "right") -> list[tuple[float, float]]:
+    """The per-word target spans lader ranks (SPEC §5.2 steps 1–4), as ``(begin, end)`` floats.
+
+    Unaligned words that no step attaches keep ``(-1, -1)``. See :func:`lader_ranks` for the arguments.
+    """
+    if attach_null not in ("right", "left", "none"):
+        raise ConfigError(f"attach_null must be 'right', 'left' or 'none', not {attach_null!r}")
+    links = check_links(links, src_len)
+    if src_words is not None and len(src_words) != src_len:
+        raise FormatError(f"the source sentence has {len(src_words)} words but the alignment says {src_len}",
+                          expected="src_words with src_len entries")
+    spans = [[-1.0, -1.0] for _ in range(src_len)]
+    for i, j in links:  # step 1: [min j, max j]
+        s = spans[i]
+        if s[0] == -1:
+            s[0] = s[1] = float(j)
+        else:
+            s[0] = min(s[0], float(j))
+            s[1] = max(s[1], float(j))
+    if combine_blocks:
+        _combine_blocks(spans)
+    if align_brackets and src_words is not None:
+        _align_bracket_spans(spans, src_words)
+    if attach_null != "none":
+        _attach_null(spans, attach_null)
+    return [(s[0], s[1]) for s in spans]
+
+
+def lader_ranks(links: Iterable[Link], src_len: int, *, combine_blocks: bool = True,
+                align_brackets: bool = True, src_words: Sequence[str] | None = None,
+                attach_null: Literal["right", "left", "none"] = "right") -> list[int]:
+    """lader's oracle ranks of the source words (SPEC §5.2), bit-exact.
+
+    Args:
+        links: 0-based ``(i, j)`` pairs, many-to-many allowed (duplicates are harmless).
+        src_len: number of source words.
+        combine_blocks: merge words with overlapping target spans into blocks (lader ``COMBINE_BLOCKS``,
+            the trainer's and evaluator's default).
+        align_brackets: place null-aligned matching brackets (``( [ " （ 「 『 【`` and their closers)
+            just outside the span of what they enclose (lader ``ALIGN_BRACKET_SPANS``, on by default in
+            trainer and evaluator). Brackets are recognised by their words, so this step needs
+            ``src_words``; without words no token can be a bracket and the step changes nothing.
+        src_words: the source tokens (first factor only, i.e. the words).
+        attach_null: ``'right'`` (lader default), ``'left'`` (sentence-final nulls go to the end) or
+            ``'none'`` (lader ``LEAVE_NULL_AS_IS``: unaligned words keep span (-1,-1) and share the lowest rank).
+
+    Returns:
+        ``ranks[i]`` in ``0..max_rank``; words whose spans are equal or incomparable under lader's span
+        order share a rank (ties). Like lader, ranks come from a ``std::map`` keyed by span with that
+        (non-strict) order; the map's search paths are replayed exactly (:class:`_StdMap`). A quirk kept
+        for exactness: a word whose span the map neither finds nor inserts (possible only with crossing
+        or nested spans, e.g. ``combine_blocks=False``) keeps the default rank 0, as in lader.
+
+    Raises:
+        FormatError: a link outside the sentence, or ``src_words`` of the wrong length.
+
+    Example (SPEC §12.1): ``lader_ranks([(0,0),(1,4),(1,5),(2,2),(3,6)], 4) == [0, 2, 1, 3]``.
+    """
+    spans = lader_spans(links, src_len, combine_blocks=combine_blocks, align_brackets=align_brackets,
+                        src_words=src_words, attach_null=attach_null)
+    rank_map = _StdMap(_span_less)
+    for i, span in enumerate(spans):
+        node = rank_map.find(span)
+        if node is None:
+            rank_map.insert(span, [i])
+        else:
+            node.value.append(i)
+    ranks = [0] * src_len
+    for rank, members in enumerate(rank_map.values_in_order()):
+        for i in members:
+            ranks[i] = rank
+    return ranks
+
+
+# ----------------------------------------------------------------------------------------------
+# DPE targets and the 2PT reordered source (SPEC §6.2, §6.5)
+
+
+def dpe_targets(links: Iterable[Link], src_len: int, *,
+                link_rule: Literal["first", "min"] = "first") -> list[int]:
+    """DPE supervision target ``p(i)`` per source token, −1 where the token is unaligned (SPEC §6.2).
+
+    ``t(i)`` is the target index of token i's first link (``link_rule='first'``, the DPE script's
+    one-to-many rule) or its smallest target index (``'min'``). The aligned tokens are stable-sorted by
+    ``t`` (ties keep source order: "reordered together as one unit while maintaining their relative
+    positions") and ``p(i)`` is the position in that order, so ``p(i) < src_len`` always.
+
+    fast_align prints links by increasing target index, so 'first' and 'min' agree on its output. For an
+    unordered container (``set``/``frozenset``) "first" has no meaning and the links are read in
+    fast_align's own order, sorted by ``(j, i)``.
+
+    Verified against SPEC §12 example 5: links ``0-0 2-1 4-1 2-2 1-3``, 5 tokens → ``[0, 3, 1, -1, 2]``
+    (the file line ``0-0 2-1 4-2 1-3``).
+    """
+    if link_rule not in ("first", "min"):
+        raise ConfigError(f"link_rule must be 'first' or 'min', not {link_rule!r}")
+    unordered = isinstance(links, (set, frozenset))
+    links = check_links(links, src_len)
+    if unordered:
+        links.sort(key=lambda l: (l[1], l[0]))
+    t: dict[int, int] = {}
+    for i, j in links:
+        if i not in t:
+            t[i] = j
+        elif link_rule == "min" and j < t[i]:
+            t[i] = j
+    aligned = sorted(t, key=lambda i: (t[i], i))  # stable in source order
+    p = [-1] * src_len
+    for rank, i in enumerate(aligned):
+        p[i] = rank
+    return p
+
+
+def reordered_order(links: Iterable[Link], src_len: int, *,
+                    unaligned: Literal["drop", "keep"] = "drop",
+                    link_rule: Literal["first", "min"] = "first") -> list[int]:
+    """The source indices of the 2PT "En_reordered" sentence (SPEC §6.5), in output order.
+
+    Aligned tokens are sorted as in :func:`dpe_targets`. ``unaligned='drop'`` leaves unaligned tokens out
+    (the paper's example and script; the result is then not a permutation). ``'keep'`` keeps each one
+    right after its nearest aligned left neighbour (after earlier unaligned tokens attached there);
+    tokens before the first aligned token travel in front of it (lader attach-left style). With no
+    aligned token at all, 'keep' returns the identity.
+    """
+    if unaligned not in ("drop", "keep"):
+        raise ConfigError(f"unaligned must be 'drop' or 'keep', not {unaligned!r}")
+    p = dpe_targets(links, src_len, link_rule=link_rule)
+    aligned = sorted((i for i in range(src_len) if p[i] >= 0), key=lambda i: p[i])
+    if unaligned == "drop":
+        return aligned
+    if not aligned:
+        return list(range(src_len))
+    leading: list[int] = []
+    after: dict[int, list[int]] = {i: [] for i in aligned}
+    anchor = None
+    for i in range(src_len):
+        if p[i] >= 0:
+            anchor = i
+        elif anchor is None:
+            leading.append(i)
+        else:
+            after[anchor].append(i)
+    # leading unaligned tokens travel in front of the first aligned token of the source sentence
+    first_src_aligned = min(aligned)
+    out: list[int] = []
+    for i in aligned:
+        if i == first_src_aligned:
+            out.extend(leading)
+        out.append(i)
+        out.extend(after[i])
+    return out
+
+
+def reordered_source(tokens: Sequence[str], links: Iterable[Link], *,
+                     unaligned: Literal["drop", "keep"] = "drop",
+                     link_rule: Literal["first", "min"] = "first") -> list[str]:
+    """The 2PT reordered source tokens (SPEC §6.5); see :func:`reordered_order`.
+
+    Example (SPEC §6.5): "mr hän@@ sch represented you on this occasion ." with 'drop' loses the
+    unaligned "on" and "occasion".
+    """
+    order = reordered_order(links, len(tokens), unaligned=unaligned, link_rule=link_rule)
+    return [tokens[i] for i in order]
+
+
+# ----------------------------------------------------------------------------------------------
+# permutations (SPEC §4.1)
+
+
+def order_from_ranks(ranks: Sequence[int]) -> list[int]:
+    """A permutation consistent with ``ranks``: source indices sorted by rank, ties in source order.
+
+    This is lader's reference reordering (``evaluate-lader``'s ``ref`` line) and scores loss 0 under
+    both chunk and τ (SPEC §12.1: ranks ``[0,2,1,3]`` → order ``[0,2,1,3]``).
+    """
+    r = np.asarray(ranks, dtype=np.int64).reshape(-1)
+    return np.argsort(r, kind="stable").tolist()
