@@ -10,7 +10,7 @@ from xlpe.io import (Alignment, DepTree, format_alignment, invert_order, parse_a
                      read_bitext, read_conllu, read_joint_bitext, read_orders, read_sentences, tokenize,
                      write_alignments, write_bitext, write_conllu, write_joint_bitext, write_orders)
 from xlpe.io.alignments import format_lader_line, parse_lader_line, read_lader_alignments
-from xlpe.io.atomic import atomic_write, write_lines
+from xlpe.io.atomic import write_lines
 from xlpe.io.orders import apply_order
 
 token = st.text(alphabet=st.characters(blacklist_characters=" \n\r", blacklist_categories=("Cs",)), min_size=1, max_size=6)

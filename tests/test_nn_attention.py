@@ -2,20 +2,12 @@
 
 import math
 
-import pytest
 import torch
 
 from xlpe.nn.attention import MultiheadAttention
 from xlpe.nn.positions import HeadInput
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny models run fastest on one thread, and 2 OpenMP threads stall badly on a busy 2-core machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 def reference(mha, xq, xkv, pad=None, causal=False):

@@ -11,13 +11,6 @@ from xlpe.nn.positions import HeadInput, PositionEncoding, RelativeTerms, sinuso
 from xlpe.nn.transformer import TransformerConfig, build_model
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny models run fastest on one thread, and 2 OpenMP threads stall badly on a busy 2-core machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 def tiny(**kw):

@@ -9,13 +9,6 @@ from xlpe.errors import ConfigError
 from xlpe.nn.positions import sinusoid
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny models run fastest on one thread, and 2 OpenMP threads stall badly on a busy 2-core machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 def test_position_zero_is_sin0_cos1_interleaved():

@@ -7,13 +7,6 @@ from xlpe.errors import ConfigError
 from xlpe.nn.transformer import PRESETS, DecoderCache, TransformerConfig, build_model, count_parameters
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny models run fastest on one thread, and 2 OpenMP threads stall badly on a busy 2-core machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 def tiny(**kw):

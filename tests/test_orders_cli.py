@@ -1,6 +1,5 @@
 """`xlpe orders`: files of ranks, orders, pos_XL, DPE targets and 2PT sources from an alignment file."""
 
-import pytest
 
 from xlpe.cli import main
 from xlpe.io import read_orders

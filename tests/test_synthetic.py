@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from xlpe.data.synthetic import (PROFILES, SyntheticConfig, SyntheticPair, _Lexicon, add_cli_arguments,
                                  cli_main, config_from_args, generate, gold_order, lexicon, load_config, synth)
 from xlpe.errors import ConfigError
-from xlpe.io import apply_order, read_alignments, read_bitext, read_conllu, read_orders
+from xlpe.io import read_alignments, read_bitext, read_conllu, read_orders
 from xlpe.io.conllu import validate_heads
 
 

@@ -225,7 +225,7 @@ def _init_distributed(device_opt: str) -> _Dist:
     if world <= 1:
         return _Dist()
     import torch.distributed as dist
-    rank, local = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
+    local = int(os.environ.get("LOCAL_RANK", "0"))
     here = False
     if not dist.is_initialized():
         cuda = torch.cuda.is_available() and device_opt != "cpu"
