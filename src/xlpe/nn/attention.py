@@ -79,7 +79,8 @@ class MultiheadAttention(nn.Module):
             key_pad_mask: ``(B, Tk)``, True = pad key (never attended).
             causal: query ``i`` sees keys ``<= i`` (counting cached keys first).
             rel: relative terms (self-attention without cache only).
-            head_inputs: per-head replacement inputs (self-attention only).
+            head_inputs: per-head replacement inputs: of Q, K and V in self-attention; of K and V (the memory)
+                in cross-attention.
             need_weights: also return the attention weights ``(B, H, Tq, Tk)`` (before dropout).
             cache: incremental decoding state owned by this module: self-attention appends this step's keys and
                 values to ``cache['k'], cache['v']``; cross-attention projects ``memory`` once and reuses it.
@@ -106,6 +107,10 @@ class MultiheadAttention(nn.Module):
             k, v = cache["k"], cache["v"]
         else:
             k, v = self._split(self.k_proj(memory)), self._split(self.v_proj(memory))
+            for hi in head_inputs:
+                sel = hi.heads.to(x.device).view(1, -1, 1, 1)
+                k = torch.where(sel, self._split(self.k_proj(hi.x)), k)
+                v = torch.where(sel, self._split(self.v_proj(hi.x)), v)
             if cache is not None:
                 cache["k"], cache["v"] = k, v
         Tk = k.shape[2]
@@ -200,16 +205,17 @@ class DecoderLayer(nn.Module):
         self.drop = nn.Dropout(cfg.dropout)
 
     def forward(self, x: Tensor, memory: Tensor, memory_pad_mask: Tensor | None, *,
-                cache: dict[str, dict[str, Tensor]] | None = None,
-                need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
-        """Returns ``(x, cross-attention weights (B, H, T, S) or None)``."""
+                cache: dict[str, dict[str, Tensor]] | None = None, need_weights: bool = False,
+                memory_heads: Sequence[HeadInput] = ()) -> tuple[Tensor, Tensor | None]:
+        """Returns ``(x, cross-attention weights (B, H, T, S) or None)``. ``memory_heads``: per-head memories
+        (encoder-free HeadXL, SPEC §4.7 [I])."""
         self_cache = None if cache is None else cache.setdefault("self", {})
         cross_cache = None if cache is None else cache.setdefault("cross", {})
         pre = self.pre_norm
         a, _ = self.self_attn(self.norm1(x) if pre else x, causal=True, cache=self_cache)
         x = x + self.drop(a) if pre else self.norm1(x + self.drop(a))
         a, w = self.cross_attn(self.norm2(x) if pre else x, memory, key_pad_mask=memory_pad_mask,
-                               need_weights=need_weights, cache=cross_cache)
+                               need_weights=need_weights, cache=cross_cache, head_inputs=memory_heads)
         x = x + self.drop(a) if pre else self.norm2(x + self.drop(a))
         f = self.ffn(self.norm3(x) if pre else x)
         x = x + self.drop(f) if pre else self.norm3(x + self.drop(f))

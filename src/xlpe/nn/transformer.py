@@ -27,7 +27,7 @@ from torch import Tensor, nn
 
 from xlpe.errors import ConfigError
 from xlpe.nn.attention import DecoderLayer, EncoderLayer
-from xlpe.nn.positions import EncodingContext, build_encodings, check_encodings, sinusoid
+from xlpe.nn.positions import EncodingContext, HeadInput, build_encodings, check_encodings, sinusoid
 from xlpe.nn.positions.sinusoid import FREQS, LAYOUTS
 
 
@@ -127,15 +127,19 @@ PRESETS: dict[str, dict[str, Any]] = {
 
 @dataclass
 class EncoderOut:
-    """``memory (B, S, d)``, ``src_pad_mask (B, S)`` (True = pad), ``aux``: losses/diagnostics of the encodings."""
+    """``memory (B, S, d)``, ``src_pad_mask (B, S)`` (True = pad), ``aux``: losses/diagnostics of the encodings,
+    ``memory_heads``: per-head replacement memories of an encoder-free model (HeadXL, SPEC §4.7 [I])."""
 
     memory: Tensor
     src_pad_mask: Tensor
     aux: dict[str, Tensor] = field(default_factory=dict)
+    memory_heads: list[HeadInput] = field(default_factory=list)
 
     def index_select(self, index: Tensor) -> "EncoderOut":
         """Rows ``index`` of the batch (e.g. ``arange(B).repeat_interleave(beam)``); ``aux`` is kept as is."""
-        return EncoderOut(self.memory.index_select(0, index), self.src_pad_mask.index_select(0, index), self.aux)
+        heads = [HeadInput(h.x.index_select(0, index), h.heads) for h in self.memory_heads]
+        return EncoderOut(self.memory.index_select(0, index), self.src_pad_mask.index_select(0, index), self.aux,
+                          heads)
 
 
 @dataclass
@@ -180,6 +184,8 @@ class Encoder(nn.Module):
             term = p.input_term(ctx)
             if term is not None:
                 ctx.terms[p.name] = term
+                if p.after_dropout:
+                    ctx.after_dropout.add(p.name)
         x = ctx.emb
         for p in self.pe:
             if p.name in ctx.terms and not p.after_dropout:
@@ -194,7 +200,9 @@ class Encoder(nn.Module):
             x = layer(x, pad, rel, heads)
         if self.norm is not None:
             x = self.norm(x)
-        return EncoderOut(x, pad, ctx.aux)
+        # encoder-free: per-head inputs of "layer 0" become per-head memories of the cross-attention (SPEC §4.7)
+        heads = [h for p in self.pe if (h := p.head_input(ctx, 0)) is not None] if not self.layers else []
+        return EncoderOut(x, pad, ctx.aux, heads)
 
 
 class Decoder(nn.Module):
@@ -222,7 +230,7 @@ class Decoder(nn.Module):
         attn = None
         for i, layer in enumerate(self.layers):
             x, w = layer(x, enc.memory, enc.src_pad_mask, cache=None if cache is None else cache.layers[i],
-                         need_weights=i == need_attn_layer)
+                         need_weights=i == need_attn_layer, memory_heads=enc.memory_heads)
             attn = w if w is not None else attn
         if self.norm is not None:
             x = self.norm(x)

@@ -47,6 +47,7 @@ class EncodingContext:
         channels: the batch's position channels (possibly empty).
         terms: input terms computed so far, by encoding name (complete when head/relative hooks run).
         aux: auxiliary losses and diagnostics, by name; returned by ``Transformer.encode``.
+        after_dropout: names of the encodings whose term is added after the input dropout.
     """
 
     tokens: Tensor
@@ -55,6 +56,7 @@ class EncodingContext:
     channels: dict[str, Tensor] = field(default_factory=dict)
     terms: dict[str, Tensor] = field(default_factory=dict)
     aux: dict[str, Tensor] = field(default_factory=dict)
+    after_dropout: set[str] = field(default_factory=set)
 
     def channel(self, name: str, *, who: str = "this encoding") -> Tensor:
         """Channel ``name``, checked against the batch shape; a missing one is a :class:`ConfigError`."""
@@ -115,11 +117,18 @@ class PositionEncoding(nn.Module):
         options: plugin options read from ``cfg.pe_options`` with their defaults; an option that no selected
             encoding declares is a :class:`ConfigError`, never silently ignored.
         after_dropout: add the input term after the input dropout instead of before it.
+        channels: the batch channels the encoding needs (besides ``seq``, which defaults to ``0..T-1``); the
+            trainer and ``xlpe translate`` check that their data provides them before any work starts.
     """
 
     name: ClassVar[str] = "?"
     options: ClassVar[dict[str, Any]] = {}
     after_dropout: ClassVar[bool] = False
+    channels: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def check(cls, cfg: "TransformerConfig") -> None:
+        """Raise :class:`ConfigError` if ``cfg`` cannot work with this encoding (called when a config is made)."""
 
     def __init__(self, cfg: "TransformerConfig"):
         super().__init__()
@@ -136,7 +145,9 @@ class PositionEncoding(nn.Module):
 
     # (b) ------------------------------------------------------------------------------------------------------
     def head_input(self, ctx: EncodingContext, layer: int) -> HeadInput | None:
-        """Replacement Q/K/V input for some heads of encoder layer ``layer`` (0-based), or None."""
+        """Replacement Q/K/V input for some heads of encoder layer ``layer`` (0-based), or None. In an
+        encoder-free model the ``layer=0`` input replaces the memory's keys and values of those heads in every
+        decoder cross-attention (SPEC §4.7, [I])."""
         return None
 
     # (c) ------------------------------------------------------------------------------------------------------
@@ -146,8 +157,9 @@ class PositionEncoding(nn.Module):
 
     @classmethod
     def needs_encoder_layers(cls) -> bool:
-        """True when the encoding acts inside encoder layers (hooks b or c): undefined without an encoder."""
-        return cls.head_input is not PositionEncoding.head_input or cls.relative is not PositionEncoding.relative
+        """True when the encoding has relative terms (hook c), which are undefined without encoder
+        self-attention (SPEC §4.7). Per-head inputs (hook b) carry over to the decoder's cross-attention."""
+        return cls.relative is not PositionEncoding.relative
 
 
 class NoPositionEncoding(PositionEncoding):
@@ -165,12 +177,19 @@ def build_encodings(cfg: "TransformerConfig") -> nn.ModuleList:
     return nn.ModuleList(ENCODINGS[n](cfg) for n in cfg.pe if n != "none")
 
 
+def required_channels(cfg: "TransformerConfig") -> set[str]:
+    """The batch channels that the encodings of ``cfg`` read (``seq`` excepted: it defaults to ``0..T-1``)."""
+    from xlpe.nn.positions import ENCODINGS
+
+    return {ch for n in cfg.pe for ch in ENCODINGS[n].channels}
+
+
 def check_encodings(cfg: "TransformerConfig") -> None:
     """Raise :class:`ConfigError` for what cannot work in ``cfg.pe`` / ``cfg.pe_options``.
 
     That is: unknown names (the message lists the valid ones), duplicates, ``none`` combined with others,
-    ``pe_options`` that no selected encoding reads, and encodings that act inside encoder layers (per-head
-    inputs, relative terms) on an encoder-free model (SPEC §4.7).
+    ``pe_options`` that no selected encoding reads, each encoding's own :meth:`PositionEncoding.check`, and
+    relative terms on an encoder-free model (SPEC §4.7).
     """
     from xlpe.nn.positions import ENCODINGS
 
@@ -192,6 +211,8 @@ def check_encodings(cfg: "TransformerConfig") -> None:
     if unknown:
         raise ConfigError(f"pe_options {unknown} are not read by any of the encodings pe={list(names)}; "
                           f"they read: {sorted(declared) or 'nothing'}")
+    for c in classes:
+        c.check(cfg)
     if cfg.encoder_free:
         for c in classes:
             if c.needs_encoder_layers():
