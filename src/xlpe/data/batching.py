@@ -106,6 +106,9 @@ def expand_channel(name: str, values: Sequence | np.ndarray, word_of: Sequence[i
 
     if word_of is None:
         if len(v) == n_pieces + 1:
+            if name == "xl" and v[-1] != n_pieces:
+                raise ConfigError(f"channel 'xl' has {len(v)} values for {n_pieces} subwords and gives EOS index "
+                                  f"{v[-1]}; EOS keeps its own index {n_pieces} (SPEC §4.1)")
             return v
         if len(v) != n_pieces:
             raise ConfigError(f"channel {name!r} has {len(v)} values for {n_pieces} subwords")
@@ -115,7 +118,7 @@ def expand_channel(name: str, values: Sequence | np.ndarray, word_of: Sequence[i
     if name == "dpe_target":
         raise ConfigError("channel 'dpe_target' is defined on subwords (SPEC §6.2); give it at subword level")
     eos = None
-    if len(v) == n_words + 1:
+    if len(v) == n_words + 1 and name != "xl":     # xl: orders cover the words only, EOS keeps its index
         v, eos = v[:-1], int(v[-1])
     elif len(v) != n_words:
         raise ConfigError(f"channel {name!r} has {len(v)} values for {n_words} words")
@@ -139,18 +142,49 @@ def expand_channel(name: str, values: Sequence | np.ndarray, word_of: Sequence[i
 #: channel file kinds: kind -> (channel name, level, description)
 CHANNEL_FILES: dict[str, tuple[str | None, str, str]] = {
     "orders": ("xl", "word", "lader order lines (a 0-based permutation per sentence); pos_XL is its inverse (SPEC §4.1)"),
+    "subword-orders": ("xl", "subword", "order lines over subwords (a preorderer run on subword text, as Ding et "
+                                        "al.); pos_XL is its inverse (SPEC §4.1)"),
     "dpe": ("dpe_target", "subword", "Pharaoh 'i-p' lines over subword indices, 0-based (SPEC §6.2); "
                                      "tokens without a link get no target"),
     "ints": (None, "word", "space-separated integers, one value per word (one line per sentence)"),
 }
 
 
-def read_channel_file(kind: str, path: str | os.PathLike) -> Iterator:
+class ChannelFile:
+    """An iterator over a channel file's items that knows the file's name, for error messages."""
+
+    def __init__(self, items: Iterator, path: str | os.PathLike):
+        self.items, self.path = items, str(path)
+
+    def __iter__(self) -> "ChannelFile":
+        return self
+
+    def __next__(self):
+        return next(self.items)
+
+
+def read_channel_file(kind: str, path: str | os.PathLike, *, noise: float = 0.0, noise_seed: int = 0,
+                      noise_unit: str = "indices") -> ChannelFile:
     """Stream one channel item per line of a channel file (see :data:`CHANNEL_FILES`), for
-    :meth:`ParallelData.from_files` ``channels``. Malformed lines raise :class:`FormatError` with ``file:line``."""
-    if kind == "orders":
+    :meth:`ParallelData.from_files` ``channels``. Malformed lines raise :class:`FormatError` with ``file:line``.
+
+    ``noise`` (orders only): the noise attack of SPEC §4.8. Each ``pos_XL`` line gets
+    :func:`xlpe.reorder.noise.swap_noise` at ratio ``noise``, seeded by ``noise_seed``, at the granularity of the
+    file (word or subword). Use it for training data only.
+    """
+    if noise and kind not in ("orders", "subword-orders"):
+        raise ConfigError(f"noise applies to order files, not to channel files of kind {kind!r}")
+    if kind in ("orders", "subword-orders"):
         from xlpe.io.orders import invert_order, read_orders
-        return (invert_order(o) for o in read_orders(path))
+        items = (invert_order(o) for o in read_orders(path))
+        if noise:
+            from xlpe.reorder.noise import noisy_positions
+            items = noisy_positions(items, noise, noise_seed, noise_unit)
+        return ChannelFile(items, path)
+    return ChannelFile(_read_channel_items(kind, path), path)
+
+
+def _read_channel_items(kind: str, path: str | os.PathLike) -> Iterator:
     if kind == "dpe":
         from xlpe.io.alignments import parse_alignment_line
 
@@ -292,6 +326,7 @@ class ParallelData:
         enc_src = src_subword.encode_many(src_words)
         enc_tgt = tgt_subword.encode_many(_words(tgt)) if tgt is not None else None
         ch_iters = {k: iter(v) for k, v in (channels or {}).items()}
+        ch_names = {k: getattr(v, "path", src_name) for k, v in (channels or {}).items()}
         S, T = _Ragged(), (_Ragged() if tgt is not None else None)
         C = {k: _Ragged() for k in ch_iters}
         lines = array("q")
@@ -312,8 +347,8 @@ class ParallelData:
             for k, it in ch_iters.items():
                 val = next(it, _end)
                 if val is _end:
-                    raise FormatError(f"channel {k!r} ends after {lineno - 1} sentences but the text has more",
-                                      src_name, lineno, "one channel item per line")
+                    raise FormatError(f"channel {k!r} ends after {lineno - 1} sentences but {src_name} has more",
+                                      ch_names[k], lineno, "one channel line per source line")
                 ch_vals[k] = val
             ns = len(es.ids) + 1
             nt = (len(et.ids) + 1) if et is not None else 0
@@ -342,12 +377,13 @@ class ParallelData:
                 try:
                     C[k].append(expand_channel(k, val, es.word_of if levels[k] == "word" else None, len(es.ids)))
                 except ConfigError as e:
-                    raise FormatError(str(e), src_name, lineno) from None
+                    raise FormatError(f"{e} of {src_name} line {lineno}", ch_names[k], lineno,
+                                      f"one value per {levels[k]} of the source sentence") from None
             lines.append(lineno)
         for k, it in ch_iters.items():
             if next(it, _end) is not _end:
-                raise FormatError(f"channel {k!r} has more items than the text has lines ({lineno})", src_name,
-                                  lineno + 1, "one channel item per line")
+                raise FormatError(f"channel {k!r} has more lines than {src_name} ({lineno})", ch_names[k],
+                                  lineno + 1, "one channel line per source line")
         if lineno == 0:
             raise FormatError("input is empty", src_name, expected="at least one sentence (pair)")
         if skipped:

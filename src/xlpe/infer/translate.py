@@ -135,13 +135,17 @@ def one_line(text: str) -> str:
 def translate_file(checkpoint: str | os.PathLike | Sequence[str | os.PathLike], input: str | os.PathLike = "-",
                    output: str | os.PathLike = "-", *, beam: int = 5, lenpen: float = 0.6, max_len_a: float = 1.2,
                    max_len_b: float = 10, batch_size: int = 64, max_tokens: int | None = None, greedy: bool = False,
-                   chunk_size: int = 10000, orders: str | None = None, channels: Mapping[str, str] | None = None,
-                   device: str = "auto", progress: bool = False) -> int:
+                   chunk_size: int = 10000, orders: str | None = None, orders_level: str = "word",
+                   preorderer: str | os.PathLike | None = None, preorder_processes: int = 1,
+                   channels: Mapping[str, str] | None = None, device: str = "auto", progress: bool = False) -> int:
     """Translate ``input`` (``-`` = stdin) into ``output`` (``-`` = stdout), ``chunk_size`` lines at a time.
 
     Args:
         checkpoint: a checkpoint path, or several to average.
-        orders: lader order lines for the input (word level; channel ``xl``), for XL-PE models.
+        orders: lader order lines for the input (channel ``xl``), for XL-PE models; ``orders_level`` says
+            whether they index words (default) or subwords.
+        preorderer: a BTG preorderer directory (``xlpe preorder train``) that predicts the orders of the input
+            on the fly from the source alone (SPEC §4.1); ``preorder_processes`` run it in parallel.
         channels: other per-word integer channel files, ``{name: path}``.
 
     Returns the number of lines written. The output file appears only when the whole input is translated.
@@ -154,13 +158,33 @@ def translate_file(checkpoint: str | os.PathLike | Sequence[str | os.PathLike], 
         raise ConfigError("chunk_size must be >= 1")
     dev = torch.device("cuda" if device == "auto" and torch.cuda.is_available() else
                        ("cpu" if device == "auto" else device))
+    if orders and preorderer:
+        raise ConfigError("give either orders (a file) or a preorderer (predicts them), not both")
+    if orders_level not in ("word", "subword"):
+        raise ConfigError(f"orders_level must be 'word' or 'subword', not {orders_level!r}")
     model, cfg, subwords = load_model(checkpoint, device=dev)
+    pre = None
+    if preorderer:
+        from xlpe.reorder.btg import BTGPreorderer
+        pre = BTGPreorderer.load(preorderer)
+        if pre.config.factors > 1:
+            raise ConfigError(f"the preorderer {preorderer} reads {pre.config.factors} factor columns per token, "
+                              "which plain input lines do not have; run `xlpe preorder apply` on factored input "
+                              "and pass its output with --orders")
+        if orders_level != "word":
+            raise ConfigError("an on-the-fly preorderer orders words; orders_level must be 'word'")
     name = "<stdin>" if os.fspath(input) == "-" else os.fspath(input)
     ch_iters: dict[str, Iterator] = {}
     if orders:
-        ch_iters["xl"] = iter(read_channel_file("orders", orders))
+        ch_iters["xl"] = iter(read_channel_file("orders" if orders_level == "word" else "subword-orders", orders))
     for k, p in (channels or {}).items():
         ch_iters[k] = iter(read_channel_file("ints", p))
+    from xlpe.nn.positions import required_channels
+    missing = required_channels(cfg) - set(ch_iters) - ({"xl"} if pre is not None else set())
+    if missing:
+        raise ConfigError(f"the model (pe={cfg.pe}) reads position channel(s) {sorted(missing)}: "
+                          + ("give --orders FILE (from `xlpe preorder apply`) or --preorderer MODEL_DIR"
+                             if "xl" in missing else "give --channel NAME=FILE"))
     src_lines = (t for _, t in read_lines(input))
     bar = None
     if progress:
@@ -173,6 +197,9 @@ def translate_file(checkpoint: str | os.PathLike | Sequence[str | os.PathLike], 
             if not chunk:
                 break
             ch = {}
+            if pre is not None:
+                from xlpe.io.orders import invert_order
+                ch["xl"] = [invert_order(o) for o in pre.predict_many(chunk, preorder_processes)]
             for k, it in ch_iters.items():
                 ch[k] = list(islice(it, len(chunk)))
                 if len(ch[k]) != len(chunk):
@@ -180,7 +207,8 @@ def translate_file(checkpoint: str | os.PathLike | Sequence[str | os.PathLike], 
                                       name, n + len(ch[k]) + 1, "one channel line per input line")
             hyps = translate_lines(model, subwords, chunk, beam=beam, lenpen=lenpen, max_len_a=max_len_a,
                                    max_len_b=max_len_b, batch_size=batch_size, max_tokens=max_tokens, greedy=greedy,
-                                   channels=ch, device=dev, source_name=name, first_line=n + 1)
+                                   channels=ch, channel_level={"xl": orders_level}, device=dev, source_name=name,
+                                   first_line=n + 1)
             for h in hyps:
                 f.write(h + "\n")
             f.flush()
@@ -215,7 +243,13 @@ def add_cli_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-tokens", type=int, default=None, help="most padded source tokens per batch (optional)")
     p.add_argument("--chunk-size", type=int, default=10000, help="lines read, translated and written at a time")
     p.add_argument("--orders", default=None,
-                   help="lader order lines for the input (word level) -> channel 'xl' (XL-PE models)")
+                   help="lader order lines for the input -> channel 'xl' (XL-PE models)")
+    p.add_argument("--orders-level", default="word", choices=("word", "subword"),
+                   help="whether --orders index words (expanded to subwords) or subwords")
+    p.add_argument("--preorderer", default=None,
+                   help="BTG preorderer directory (`xlpe preorder train`): predict the orders of the input on the "
+                        "fly, from the source alone (XL-PE models)")
+    p.add_argument("--preorder-processes", type=int, default=1, help="processes for the on-the-fly preorderer")
     p.add_argument("--channel", action="append", default=[], metavar="NAME=FILE",
                    help="another per-word integer channel file for the input (repeatable)")
     p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto")
@@ -235,6 +269,8 @@ def cli_main(args: argparse.Namespace) -> int:
     n = translate_file(args.checkpoint, args.input, args.output, beam=args.beam, lenpen=args.lenpen,
                        max_len_a=args.max_len_a, max_len_b=args.max_len_b, batch_size=args.batch_size,
                        max_tokens=args.max_tokens, greedy=args.greedy, chunk_size=args.chunk_size,
-                       orders=args.orders, channels=channels, device=args.device, progress=args.progress)
+                       orders=args.orders, orders_level=args.orders_level, preorderer=args.preorderer,
+                       preorder_processes=args.preorder_processes, channels=channels, device=args.device,
+                       progress=args.progress)
     log.info("translated %d lines", n)
     return 0

@@ -78,6 +78,14 @@ class DataConfig:
     train_orders: str | None = _opt(None, "lader order lines for the training source (word level): "
                                           "gives channel 'xl', pos_XL = inverse order (SPEC §4.1)")
     dev_orders: str | None = _opt(None, "lader order lines for the dev source (channel 'xl')")
+    orders_level: str = _opt("word", "granularity of the order files: 'word' (expanded to subwords, each word's "
+                                     "pieces kept together) or 'subword' (one index per subword)",
+                             choices=("word", "subword"))
+    train_orders_noise: float = _opt(0.0, "noise attack (SPEC §4.8): swap this ratio of the training pos_XL "
+                                          "indices, in disjoint pairs; dev data stays clean")
+    noise_seed: int = _opt(0, "seed of the noise attack")
+    noise_unit: str = _opt("indices", "what the noise ratio counts: 'indices' (SPEC §4.8) or 'pairs' (§12.9)",
+                           choices=("indices", "pairs"))
     train_dpe: str | None = _opt(None, "DPE targets for the training source, Pharaoh 'i-p' lines over subword "
                                        "indices (channel 'dpe_target', SPEC §6.2)")
     train_channels: dict[str, str] = _opt(help="extra per-word integer channel files for training, NAME=FILE "
@@ -262,18 +270,30 @@ def _seed_all(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def _channel_files(orders: str | None, dpe: str | None, extra: Mapping[str, str]) -> dict[str, tuple[str, str]]:
-    """channel name -> (file kind, path)."""
-    files: dict[str, tuple[str, str]] = {}
+def _channel_files(orders: str | None, dpe: str | None, extra: Mapping[str, str], orders_level: str = "word",
+                   noise: dict | None = None) -> dict[str, tuple]:
+    """channel name -> (file kind, path, read options)."""
+    files: dict[str, tuple] = {}
     if orders:
-        files["xl"] = ("orders", orders)
+        files["xl"] = ("orders" if orders_level == "word" else "subword-orders", orders, noise or {})
     if dpe:
-        files["dpe_target"] = ("dpe", dpe)
+        files["dpe_target"] = ("dpe", dpe, {})
     for name, path in extra.items():
         if name in files:
             raise ConfigError(f"channel {name!r} is given twice")
-        files[name] = ("ints", path)
+        files[name] = ("ints", path, {})
     return files
+
+
+def _check_channels(mcfg, files: Mapping[str, tuple], which: str) -> None:
+    """A :class:`ConfigError` before any work when the model reads a channel that the data does not give."""
+    from xlpe.nn.positions import required_channels
+
+    how = {"xl": "orders (lader order lines from `xlpe preorder apply`, or oracle orders from `xlpe orders`)",
+           "dpe_target": "dpe (DPE targets from `xlpe orders`)"}
+    for ch in sorted(required_channels(mcfg) - set(files)):
+        raise ConfigError(f"the model (pe={mcfg.pe}) reads position channel {ch!r}, but the {which} data has no "
+                          f"{which}_{how.get(ch, 'channels ' + ch + '=FILE')}")
 
 
 def _encode_corpus(src: str, tgt: str, src_sw: SubwordModel, tgt_sw: SubwordModel, channel_files: Mapping,
@@ -281,8 +301,8 @@ def _encode_corpus(src: str, tgt: str, src_sw: SubwordModel, tgt_sw: SubwordMode
     """Encode a bitext (with its channel files), through an ``.npz`` cache keyed by the inputs' paths, sizes,
     modification times, the subword models and the options; with DDP rank 0 encodes and the others load."""
     def build() -> ParallelData:
-        ch = {k: read_channel_file(kind, path) for k, (kind, path) in channel_files.items()}
-        lv = {k: CHANNEL_FILES[kind][1] for k, (kind, _) in channel_files.items()}
+        ch = {k: read_channel_file(kind, path, **opts) for k, (kind, path, opts) in channel_files.items()}
+        lv = {k: CHANNEL_FILES[kind][1] for k, (kind, _, _) in channel_files.items()}
         return ParallelData.from_files(src, tgt, src_sw, tgt_sw, max_src_len=max_len, max_tgt_len=max_len,
                                        skip_long=skip_long, channels=ch, channel_level=lv)
     if cache_dir is None:
@@ -292,9 +312,9 @@ def _encode_corpus(src: str, tgt: str, src_sw: SubwordModel, tgt_sw: SubwordMode
     def stat(p):
         st = os.stat(p)
         return [os.path.abspath(p), st.st_size, st.st_mtime_ns]
-    key = {"v": 1, "src": stat(src), "tgt": stat(tgt), "max_len": max_len, "skip_long": skip_long,
+    key = {"v": 2, "src": stat(src), "tgt": stat(tgt), "max_len": max_len, "skip_long": skip_long,
            "sw": [hashlib.sha256(src_sw.proto).hexdigest(), hashlib.sha256(tgt_sw.proto).hexdigest()],
-           "channels": {k: [kind, *stat(path)] for k, (kind, path) in sorted(channel_files.items())}}
+           "channels": {k: [kind, *stat(path), opts] for k, (kind, path, opts) in sorted(channel_files.items())}}
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
     path = cache_dir / f"{Path(src).name}-{digest}.npz"
     data = None
@@ -429,15 +449,21 @@ def train(model_cfg, train_cfg: TrainConfig, data: DataConfig) -> TrainResult:
         if not data.train_src or not data.train_tgt:
             raise ConfigError("train_src and train_tgt are required")
         cache = out / "cache" if cfg.cache_data else None
-        train_data = _encode_corpus(data.train_src, data.train_tgt, src_sw, tgt_sw,
-                                    _channel_files(data.train_orders, data.train_dpe, data.train_channels),
-                                    mcfg.max_len, data.skip_long, cache, dist_)
-        dev_data = dev_refs = None
+        noise = ({"noise": data.train_orders_noise, "noise_seed": data.noise_seed, "noise_unit": data.noise_unit}
+                 if data.train_orders_noise else None)
+        train_files = _channel_files(data.train_orders, data.train_dpe, data.train_channels, data.orders_level, noise)
+        _check_channels(mcfg, train_files, "train")
+        dev_files = None
         if data.dev_src or data.dev_tgt:
             if not (data.dev_src and data.dev_tgt):
                 raise ConfigError("give both dev_src and dev_tgt")
-            dev_data = _encode_corpus(data.dev_src, data.dev_tgt, src_sw, tgt_sw,
-                                      _channel_files(data.dev_orders, None, data.dev_channels),
+            dev_files = _channel_files(data.dev_orders, None, data.dev_channels, data.orders_level)
+            _check_channels(mcfg, dev_files, "dev")
+        train_data = _encode_corpus(data.train_src, data.train_tgt, src_sw, tgt_sw, train_files,
+                                    mcfg.max_len, data.skip_long, cache, dist_)
+        dev_data = dev_refs = None
+        if dev_files is not None:
+            dev_data = _encode_corpus(data.dev_src, data.dev_tgt, src_sw, tgt_sw, dev_files,
                                       mcfg.max_len, False, None, dist_)
             if cfg.dev_bleu:
                 from xlpe.io.text import read_lines
