@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "translate": ("xlpe.infer.translate", "translate files or stdin with a trained model (beam / greedy)"),
     "align-from-model": ("xlpe.infer.attention_align", "word alignments from a trained model's attention (AER protocol, SPEC §4.6)"),
     "evaluate": ("xlpe.evaluate.bleu", "BLEU / chrF with signatures and paired bootstrap; Kendall tau / chunk for orders"),
+    "experiment": ("xlpe.experiments.run", "recipes reproducing the papers' tables (xl-pe)"),
 }
 
 

@@ -15,7 +15,6 @@ appended here as the toolkit grows. The results table is printed and written to 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import logging
 import os
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from xlpe import __version__
+from xlpe.experiments.cache import digest, file_sig, run_stage
 from xlpe.io.atomic import atomic_write
 
 log = logging.getLogger("xlpe.demo")
@@ -56,31 +56,6 @@ class DemoConfig:
     stages: list[str] = field(default_factory=lambda: list(STAGES))
 
 
-# ------------------------------------------------------------------------------------------ caching
-def _digest(obj: Any) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-def run_stage(out: Path, name: str, params: dict, fn: Callable[[Path], dict], force: bool = False) -> dict:
-    """Run ``fn(stage_dir) -> result`` unless ``stage_dir/done.json`` records the same params."""
-    d = out / name
-    marker = d / "done.json"
-    key = _digest(params)
-    if not force and marker.exists():
-        saved = json.loads(marker.read_text())
-        if saved.get("key") == key:
-            log.info("stage %s: cached (%s)", name, d)
-            return saved["result"]
-    d.mkdir(parents=True, exist_ok=True)
-    t0 = time.time()
-    log.info("stage %s: running", name)
-    result = fn(d)
-    result = dict(result, seconds=round(time.time() - t0, 2))
-    with atomic_write(marker) as f:
-        json.dump({"key": key, "params": params, "result": result}, f, indent=2, default=str)
-    return result
-
-
 # ------------------------------------------------------------------------------------------ stages
 def stage_synth(cfg: DemoConfig, out: Path) -> dict:
     from xlpe.data.synthetic import SyntheticConfig, synth
@@ -96,16 +71,12 @@ def stage_synth(cfg: DemoConfig, out: Path) -> dict:
 def stage_subword(cfg: DemoConfig, out: Path) -> dict:
     from xlpe.data.subword import train_subwords
     data = out / "synth"
-    params = {"vocab": cfg.vocab_size, "data": _digest(_file_sig(data / "train.src", data / "train.tgt"))}
+    params = {"vocab": cfg.vocab_size, "data": digest(file_sig(data / "train.src", data / "train.tgt"))}
 
     def fn(d: Path) -> dict:
         m = train_subwords([data / "train.src", data / "train.tgt"], d / "spm.model", vocab_size=cfg.vocab_size)
         return {"model": str(d / "spm.model"), "vocab_size": m.vocab_size}
     return run_stage(out, "subword", params, fn, cfg.force)
-
-
-def _file_sig(*paths: Path) -> list:
-    return [(str(p), p.stat().st_size, int(p.stat().st_mtime)) for p in paths]
 
 
 def stage_stats(cfg: DemoConfig, out: Path) -> dict:
@@ -118,8 +89,8 @@ def stage_stats(cfg: DemoConfig, out: Path) -> dict:
     from xlpe.reorder.oracle import lader_ranks
 
     data = out / "synth"
-    params = {"data": _digest(_file_sig(*(data / f"{s}.{e}" for s in ("train", "test") for e in ("src", "tgt", "align", "order")))),
-              "spm": _digest(_file_sig(out / "subword" / "spm.model"))}
+    params = {"data": digest(file_sig(*(data / f"{s}.{e}" for s in ("train", "test") for e in ("src", "tgt", "align", "order")))),
+              "spm": digest(file_sig(out / "subword" / "spm.model"))}
 
     def fn(d: Path) -> dict:
         sp = SubwordModel.load(out / "subword" / "spm.model")
@@ -180,7 +151,7 @@ def stage_align(cfg: DemoConfig, out: Path) -> dict:
 
     data = out / "synth"
     splits = ("train", "dev", "test")
-    params = {"data": _digest(_file_sig(*(data / f"{s}.{e}" for s in splits for e in ("src", "tgt")))),
+    params = {"data": digest(file_sig(*(data / f"{s}.{e}" for s in splits for e in ("src", "tgt")))),
               "sym": "grow-diag-final-and"}
 
     def fn(d: Path) -> dict:
@@ -213,7 +184,7 @@ def stage_preorder(cfg: DemoConfig, out: Path) -> dict:
 
     data = out / "synth"
     params = {"n": cfg.preorder_sentences, "its": cfg.preorder_iterations, "seed": cfg.seed,
-              "align": _digest(_file_sig(out / "align" / "train.align", data / "train.src", data / "test.src"))}
+              "align": digest(file_sig(out / "align" / "train.align", data / "train.src", data / "test.src"))}
 
     def fn(d: Path) -> dict:
         train_src = list(read_sentences(data / "train.src"))[: cfg.preorder_sentences]
@@ -283,7 +254,7 @@ def stage_nmt(cfg: DemoConfig, out: Path) -> dict:
         dcfg = DataConfig(train_src=str(data / "train.src"), train_tgt=str(data / "train.tgt"),
                           dev_src=str(data / "dev.src"), dev_tgt=str(data / "dev.tgt"), subword_model=str(spm))
         params = {"model": mcfg.to_dict(), "train": {k: v for k, v in tcfg.__dict__.items() if k not in ("progress",)},
-                  "data": _digest(_file_sig(data / "train.src", data / "train.tgt", spm)), "beam": cfg.beam}
+                  "data": digest(file_sig(data / "train.src", data / "train.tgt", spm)), "beam": cfg.beam}
 
         def fn(d: Path, mcfg=mcfg, tcfg=tcfg, dcfg=dcfg) -> dict:
             t0 = time.time()

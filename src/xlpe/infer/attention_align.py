@@ -43,13 +43,13 @@ import os
 import sys
 from dataclasses import dataclass, field
 from itertools import islice
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from xlpe.data.batching import ParallelData, TokenBatchSampler, collate, read_channel_file
+from xlpe.data.batching import ChannelFile, ParallelData, TokenBatchSampler, collate, read_channel_file
 from xlpe.data.subword import SubwordModel, word_alignment_from_subword
 from xlpe.errors import ConfigError, FormatError
 from xlpe.io.alignments import Alignment, format_alignment
@@ -248,7 +248,7 @@ def _strip(lines: Iterable[str]) -> list[str]:
 
 
 def align_lines(model: torch.nn.Module, subwords: Subwords, src_lines: Iterable[str], tgt_lines: Iterable[str], *,
-                layer: int = -2, merge: str = "any", channels: Mapping[str, Sequence] | None = None,
+                layer: int = -2, merge: str = "any", channels: Mapping[str, Iterable] | None = None,
                 channel_level: str | Mapping[str, str] = "word", batch_size: int = 64, max_tokens: int | None = None,
                 device: torch.device | str | None = None, names: tuple[str, str] = ("<source>", "<target>"),
                 first_line: int = 1, keep_attention: int = 0) -> AttentionAlignments:
@@ -262,7 +262,8 @@ def align_lines(model: torch.nn.Module, subwords: Subwords, src_lines: Iterable[
             -2 = penultimate).
         merge: subword -> word rule, ``'any'`` or ``'attn_merge'`` ``[I]`` (see :func:`hard_alignment`).
         channels: position channels per line (name -> one item per line; ``xl`` = inverted orders), as in
-            :func:`xlpe.infer.translate.translate_lines`.
+            :func:`xlpe.infer.translate.translate_lines`; a :class:`xlpe.data.batching.ChannelFile` makes errors
+            name its file. ``channel_level``: ``word`` or ``subword``, for all or per channel name.
         batch_size: most sentence pairs per batch; ``max_tokens``: optional cap on padded tokens per batch.
         device: where to run (default: the model's device).
         names, first_line: how errors name the inputs (``file:line``).
@@ -284,10 +285,6 @@ def align_lines(model: torch.nn.Module, subwords: Subwords, src_lines: Iterable[
         short, long_ = (src_name, tgt_name) if len(src_lines) < len(tgt_lines) else (tgt_name, src_name)
         raise FormatError(f"{short} has {first_line - 1 + n} lines but {long_} has more", long_, first_line + n,
                           "line-aligned files with equal line counts")
-    for k, v in channels.items():
-        if len(v) != len(src_lines):
-            raise FormatError(f"channel {k!r} has {len(v)} items for {len(src_lines)} lines", src_name,
-                              first_line + min(len(v), len(src_lines)), "one channel item per line")
     if not src_lines:
         return AttentionAlignments([])
     cfg = model.cfg
@@ -334,14 +331,18 @@ def align_lines(model: torch.nn.Module, subwords: Subwords, src_lines: Iterable[
     return AttentionAlignments(out, [views[i] for i in sorted(views)])  # type: ignore[arg-type]
 
 
-def _channel_values(orders: str | os.PathLike | Sequence[Sequence[int]] | None,
+def _channel_values(orders: str | os.PathLike | Sequence[Sequence[int]] | None, orders_level: str,
                     channels: Mapping[str, str | os.PathLike | Sequence] | None) -> dict[str, Iterable]:
-    """Channel name -> iterable of per-line items: files are streamed, in-memory orders are inverted (SPEC §4.1)."""
+    """Channel name -> iterable of per-line items: files are streamed (as :class:`ChannelFile`, so errors name
+    them), in-memory orders are inverted (SPEC §4.1)."""
     from xlpe.io.orders import invert_order
 
+    if orders_level not in ("word", "subword"):
+        raise ConfigError(f"orders_level must be 'word' or 'subword', not {orders_level!r}")
     out: dict[str, Iterable] = {}
     if orders is not None:
-        out["xl"] = (read_channel_file("orders", orders) if isinstance(orders, (str, os.PathLike))
+        kind = "orders" if orders_level == "word" else "subword-orders"
+        out["xl"] = (read_channel_file(kind, orders) if isinstance(orders, (str, os.PathLike))
                      else (invert_order(o) for o in orders))
     for k, v in (channels or {}).items():
         if k == "xl" and orders is not None:
@@ -352,7 +353,7 @@ def _channel_values(orders: str | os.PathLike | Sequence[Sequence[int]] | None,
 
 def align_from_model(checkpoint: str | os.PathLike | Sequence[str | os.PathLike], src_lines: Iterable[str],
                      tgt_lines: Iterable[str], *, layer: int = -2, merge: str = "any",
-                     orders: str | os.PathLike | Sequence[Sequence[int]] | None = None,
+                     orders: str | os.PathLike | Sequence[Sequence[int]] | None = None, orders_level: str = "word",
                      channels: Mapping[str, str | os.PathLike | Sequence] | None = None, batch_size: int = 64,
                      max_tokens: int | None = None, device: str | torch.device = "auto",
                      src_name: str = "<source>", tgt_name: str = "<target>") -> list[Alignment]:
@@ -362,8 +363,9 @@ def align_from_model(checkpoint: str | os.PathLike | Sequence[str | os.PathLike]
         checkpoint: a checkpoint path, or several to average (:func:`xlpe.train.checkpoint.load_model`).
         src_lines, tgt_lines: pre-tokenised sentence pairs, one per line.
         layer, merge, batch_size, max_tokens: see :func:`align_lines`.
-        orders: lader order lines for the source (a path, or one 0-based permutation per line; word level)
-            -> channel ``xl``, for XL-PE models.
+        orders: lader order lines for the source (a path, or one 0-based permutation per line) -> channel ``xl``,
+            for XL-PE models; ``orders_level`` says whether they index words (default) or subwords (a
+            preorderer trained on subword text, as Ding et al., SPEC §4.1).
         channels: other per-word integer channels, ``{name: path or per-line values}``.
         device: ``cpu``, ``cuda``, ``cuda:N`` or ``auto``.
         src_name, tgt_name: how errors name the inputs.
@@ -372,11 +374,10 @@ def align_from_model(checkpoint: str | os.PathLike | Sequence[str | os.PathLike]
 
     dev = _resolve_device(device)
     model, _, subwords = load_model(checkpoint, device=dev)
-    src_lines, tgt_lines = list(src_lines), list(tgt_lines)
-    ch = {k: list(islice(v, max(len(src_lines), len(tgt_lines)) + 1))
-          for k, v in _channel_values(orders, channels).items()}
+    ch = _channel_values(orders, orders_level, channels)
     return align_lines(model, subwords, src_lines, tgt_lines, layer=layer, merge=merge, channels=ch,
-                       batch_size=batch_size, max_tokens=max_tokens, device=dev, names=(src_name, tgt_name)).alignments
+                       channel_level={"xl": orders_level}, batch_size=batch_size, max_tokens=max_tokens,
+                       device=dev, names=(src_name, tgt_name)).alignments
 
 
 def _read_gold(gold: str | os.PathLike, gold_base: int, gold_reverse: bool, src: str | os.PathLike,
@@ -399,21 +400,20 @@ def _heatmap(view: SentenceAttention, path: str, level: str, merge: str, gold: A
     if level == "subword":
         g = None if gold is None else subword_alignment_from_word(gold, view.src_word_of, view.tgt_word_of)
         attention_heatmap(view.attn, view.src_pieces + ["</s>"], view.tgt_pieces + ["</s>"], path, gold=g,
-                          predicted=view.subword.links, title="head-averaged attention (subwords); "
-                          "x = argmax links")
+                          predicted=view.subword.links, title="subword attention; x = argmax")
         return
     n, m = len(view.src_pieces), len(view.tgt_pieces)
     W, _, _ = word_attention(view.attn[None], (torch.arange(n + 1) < n)[None], (torch.arange(m + 1) < m)[None],
                              [view.src_word_of], [view.tgt_word_of])
 
     attention_heatmap(W[0], view.src_words, view.tgt_words, path, gold=gold, predicted=view.word.links,
-                      title=f"attention per word (sum over source, mean over target subwords); x = {merge}")
+                      title=f"word attention (attn_merge); x = {merge}")
 
 
 def align_from_model_files(checkpoint: str | os.PathLike | Sequence[str | os.PathLike], src: str | os.PathLike,
                            tgt: str | os.PathLike, out: str | os.PathLike, *, gold: str | os.PathLike | None = None,
                            gold_base: int | None = None, gold_reverse: bool = False, layer: int = -2,
-                           merge: str = "any", orders: str | os.PathLike | None = None,
+                           merge: str = "any", orders: str | os.PathLike | None = None, orders_level: str = "word",
                            channels: Mapping[str, str | os.PathLike] | None = None,
                            heatmaps: str | os.PathLike | None = None, heatmap_count: int = 10,
                            heatmap_level: str = "word", report: str | os.PathLike | None = None,
@@ -451,7 +451,7 @@ def align_from_model_files(checkpoint: str | os.PathLike | Sequence[str | os.Pat
         refs = _read_gold(gold, gold_base, gold_reverse, src, tgt)       # fails fast, before the model runs
     dev = _resolve_device(device)
     model, _, subwords = load_model(checkpoint, device=dev)
-    ch_iters = {k: iter(v) for k, v in _channel_values(orders, channels).items()}
+    ch_iters = _channel_values(orders, orders_level, channels)
     _check_model(model, layer, merge, ch_iters)
     names = tuple(os.fspath(p) for p in (src, tgt))
     src_it = (t for _, t in read_lines(src))
@@ -469,10 +469,11 @@ def align_from_model_files(checkpoint: str | os.PathLike | Sequence[str | os.Pat
             t_chunk = list(islice(tgt_it, len(s_chunk) if s_chunk else 1))
             if not s_chunk and not t_chunk:
                 break
-            ch = {k: list(islice(it, len(s_chunk))) for k, it in ch_iters.items()}
+            ch = {k: ChannelFile(iter(list(islice(it, len(s_chunk)))), getattr(it, "path", names[0]))
+                  for k, it in ch_iters.items()}
             res = align_lines(model, subwords, s_chunk, t_chunk, layer=layer, merge=merge, channels=ch,
-                              batch_size=batch_size, max_tokens=max_tokens, device=dev, names=names,
-                              first_line=n + 1, keep_attention=max(0, keep - n))
+                              channel_level={"xl": orders_level}, batch_size=batch_size, max_tokens=max_tokens,
+                              device=dev, names=names, first_line=n + 1, keep_attention=max(0, keep - n))
             views += res.views
             for k, a in enumerate(res.alignments):
                 f.write(format_alignment(a, 0, possible=False) + "\n")
@@ -483,8 +484,9 @@ def align_from_model_files(checkpoint: str | os.PathLike | Sequence[str | os.Pat
             raise FormatError("input is empty", names[0], expected="at least one sentence pair")
         for k, it in ch_iters.items():
             if next(it, None) is not None:
-                raise FormatError(f"channel {k!r} file has more lines than the input ({n})", names[0], n + 1,
-                                  "one channel line per input line")
+                raise FormatError(f"channel {k!r} file has more lines than {names[0]} ({n})",
+                                  getattr(it, "path", names[0]), n + 1,
+                                  "one channel line per source line")
     score = counter.score() if counter is not None else None
     pngs = []
     if heatmaps is not None:
@@ -493,7 +495,8 @@ def align_from_model_files(checkpoint: str | os.PathLike | Sequence[str | os.Pat
             p = os.path.join(os.fspath(heatmaps), f"attn_{k + 1:04d}.png")
             _heatmap(v, p, heatmap_level, merge, None if refs is None else refs[k])
             pngs.append(p)
-    ckpts = [os.fspath(checkpoint)] if isinstance(checkpoint, (str, os.PathLike)) else [os.fspath(c) for c in checkpoint]
+    ckpts = ([os.fspath(checkpoint)] if isinstance(checkpoint, (str, os.PathLike))
+             else [os.fspath(c) for c in checkpoint])
     summary = {"command": "align-from-model", "checkpoint": ckpts, "src": names[0], "tgt": names[1],
                "out": os.fspath(out), "sentences": n, "layer": layer, "merge": merge,
                "gold": None if gold is None else os.fspath(gold), "gold_base": gold_base,
@@ -529,7 +532,9 @@ def add_cli_arguments(p: argparse.ArgumentParser) -> None:
                    help="subword -> word rule: 'any' (words linked if any subword pair is) or 'attn_merge' "
                         "(sum attention over source subwords, mean over target subwords, then argmax)")
     p.add_argument("--orders", default=None,
-                   help="lader order lines for the source (word level) -> channel 'xl' (XL-PE models)")
+                   help="lader order lines for the source -> channel 'xl' (XL-PE models)")
+    p.add_argument("--orders-level", default="word", choices=("word", "subword"),
+                   help="whether --orders index words (expanded to subwords) or subwords")
     p.add_argument("--channel", action="append", default=[], metavar="NAME=FILE",
                    help="another per-word integer channel file for the source (repeatable)")
     p.add_argument("--heatmaps", default=None, help="folder for PNG heat maps of the attention (optional)")
@@ -555,7 +560,8 @@ def cli_main(args: argparse.Namespace) -> int:
         channels[k] = v
     s = align_from_model_files(args.checkpoint, args.src, args.tgt, args.out, gold=args.gold,
                                gold_base=args.gold_base, gold_reverse=args.gold_reverse, layer=args.layer,
-                               merge=args.merge, orders=args.orders, channels=channels, heatmaps=args.heatmaps,
+                               merge=args.merge, orders=args.orders, orders_level=args.orders_level,
+                               channels=channels, heatmaps=args.heatmaps,
                                heatmap_count=args.heatmap_count, heatmap_level=args.heatmap_level,
                                report=args.report, batch_size=args.batch_size, max_tokens=args.max_tokens,
                                chunk_size=args.chunk_size, device=args.device)

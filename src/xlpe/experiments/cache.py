@@ -1,0 +1,50 @@
+"""Cached, resumable stages for the experiment recipes (``xlpe demo``, ``xlpe experiment``).
+
+A stage is a function ``fn(stage_dir) -> dict`` with a JSON-able dict of parameters. :func:`run_stage` runs it
+unless ``stage_dir/done.json`` records the same parameters, and writes that marker atomically only when the
+stage finished. A killed recipe therefore resumes at the first unfinished stage. A stage that trains a model
+resumes from its own checkpoints.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from xlpe.io.atomic import atomic_write
+
+log = logging.getLogger("xlpe.experiments")
+
+
+def digest(obj: Any) -> str:
+    """A short stable hash of a JSON-able object."""
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def file_sig(*paths: Path | str) -> list:
+    """``(path, size, mtime)`` of files, for stage parameters that must change when an input file does."""
+    return [(str(p), Path(p).stat().st_size, int(Path(p).stat().st_mtime)) for p in paths]
+
+
+def run_stage(out: Path, name: str, params: dict, fn: Callable[[Path], dict], force: bool = False) -> dict:
+    """Run ``fn(out / name) -> result`` unless ``out/name/done.json`` records the same params."""
+    d = Path(out) / name
+    marker = d / "done.json"
+    key = digest(params)
+    if not force and marker.exists():
+        saved = json.loads(marker.read_text())
+        if saved.get("key") == key:
+            log.info("stage %s: cached (%s)", name, d)
+            return saved["result"]
+    d.mkdir(parents=True, exist_ok=True)
+    t0 = time.time()
+    log.info("stage %s: running", name)
+    result = fn(d)
+    result = dict(result, seconds=round(time.time() - t0, 2))
+    with atomic_write(marker) as f:
+        json.dump({"key": key, "params": params, "result": result}, f, indent=2, default=str)
+    return result

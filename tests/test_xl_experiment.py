@@ -1,0 +1,86 @@
+"""`xlpe experiment xl-pe` on a tiny built-in pair: every table is produced, reruns are cached, bad configs fail early."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from xlpe.cli import main
+from xlpe.errors import ConfigError
+from xlpe.experiments.xl_pe import XLConfig, load_config
+
+TINY = """
+[data]
+builtin = "sov"
+builtin_sizes = [240, 20, 20]
+[experiment]
+seeds = [1]
+systems = ["baseline", "inxl", "headxl"]
+alignment_systems = ["baseline", "headxl"]
+taus = [1, 2]
+noise = [0.2]
+noise_system = "headxl"
+encoder_free = ["none", "inxl"]
+vocab_size = 300
+preorder_iterations = 1
+beam = 2
+bootstrap_samples = 50
+[model]
+preset = "tiny"
+d_model = 16
+n_heads = 2
+d_ff = 32
+enc_layers = 1
+dec_layers = 2
+[train]
+max_updates = 3
+max_tokens = 300
+warmup = 2
+"""
+
+
+def test_recipe_produces_every_table_and_reruns_from_cache(tmp_path, capsys):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(TINY)
+    out = tmp_path / "out"
+    assert main(["experiment", "xl-pe", "--config", str(cfg), "--out", str(out)]) == 0
+    report = (out / "report.md").read_text()
+    for title in ("Table 1", "Figure 3", "Table 3", "Table 4", "Figure 4"):
+        assert title in report
+    res = json.loads((out / "results.json").read_text())
+    runs = res["results"]["runs"]
+    # tau=1 is the Table 1 HeadXL system (tiny: 2 heads, tau_ratio 0.25 -> 1), so Figure 3 reuses it
+    assert set(runs) == {f"{n}/seed1" for n in ("baseline", "inxl", "headxl", "headxl-tau2", "headxl-noise0.2",
+                                                 "ef-none", "ef-inxl")}
+    assert runs["headxl-tau2/seed1"]["pe_options"] == {"tau": 2}
+    assert runs["ef-inxl/seed1"]["encoder_free"] and runs["inxl/seed1"]["params"] > runs["baseline/seed1"]["params"]
+    al = runs["headxl/seed1"]["attention_alignment"]
+    assert 0 <= al["aer"] <= 1 and "attention_alignment" not in runs["inxl/seed1"]
+    assert (out / "plots" / "fig3_tau.png").exists() and (out / "plots" / "fig4_noise.png").exists()
+    stamps = {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("done.json")}
+    capsys.readouterr()
+    assert main(["experiment", "xl-pe", "--config", str(cfg), "--out", str(out),
+                 "--set", "experiment.bootstrap_samples=60"]) == 0
+    assert {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("done.json")} == stamps   # nothing retrained
+
+
+@pytest.mark.parametrize("sets, msg", [
+    (["experiment.systems=['baseline', 'bogus']"], "unknown system 'bogus'"),
+    (["experiment.encoder_free=['rpe']"], "rpe is not defined without an encoder"),
+    (["experiment.systems=['inxl']"], "must include 'baseline'"),
+    (["experiment.xl_train_source='gold'"], "predicted' or 'oracle"),
+    (["experiment.pe_options={rpe_k=3}"], "pe_options"),
+    (["experiment.colour='red'"], r"unknown key\(s\) \['colour'\]"),
+    (["data.train_src='/nonexistent'", "data.train_tgt='/nonexistent'", "data.test_src='x'",
+      "data.test_tgt='x'"], "does not exist"),
+])
+def test_bad_configs_fail_before_any_work(sets, msg):
+    with pytest.raises(ConfigError, match=msg):
+        load_config(None, ["data.builtin='sov'", "train.max_updates=3"] + sets if "data.train_src" not in sets[0]
+                    else ["train.max_updates=3"] + sets)
+
+
+def test_budget_is_required():
+    with pytest.raises(ConfigError, match="needs a budget"):
+        XLConfig.from_dict({"data": {"builtin": "sov"}, "train": {"lr": 1e-3}})
