@@ -10,7 +10,7 @@ from xlpe.cli import main
 def test_demo_tiny(tmp_path, capsys):
     out = tmp_path / "demo"
     args = ["demo", "--out", str(out), "--train", "600", "--dev", "50", "--test", "50", "--vocab-size", "400",
-            "--preorder-sentences", "200", "--preorder-iterations", "1", "--nmt-pe", "none", "ape",
+            "--preorder-sentences", "200", "--preorder-iterations", "1", "--nmt-pe", "none", "ape", "headxl",
             "--nmt-updates", "8", "--nmt-d-model", "32", "--nmt-layers", "1", "--beam", "2"]
     assert main(args) == 0
     text = capsys.readouterr().out
@@ -21,7 +21,9 @@ def test_demo_tiny(tmp_path, capsys):
     assert res["stats"]["check_aer_spec_example_6"] == pytest.approx(0.25)
     assert res["stats"]["check_bleu_ref_vs_ref"] == pytest.approx(100.0)
     assert res["stats"]["test"]["gold_order_tau"] == 1.0
-    assert set(res["nmt"]) >= {"none", "ape"}
+    assert set(res["nmt"]) >= {"none", "ape", "headxl"}
+    assert "attention_alignment" in res["nmt"]["headxl"] and "attention_alignment" not in res["nmt"]["none"]
+    assert res["nmt"]["headxl"]["pe"] == ["ape", "headxl"]
     assert (out / "plots" / "corpus.png").stat().st_size > 0 and (out / "plots" / "nmt.png").stat().st_size > 0
     # a second run is served from the cache: every stage is skipped, the report is identical
     assert main(args) == 0

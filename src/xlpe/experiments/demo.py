@@ -5,11 +5,16 @@ an interrupted demo resumes where it stopped):
 
 1. ``synth``    generate the built-in pair (SVO source -> SOV target with postpositions by default);
 2. ``subword``  train a joint sentencepiece BPE model and encode the corpus with exact word maps;
-3. ``stats``    corpus statistics, and metric self-checks (AER, BLEU, Kendall tau / chunk on gold data).
+3. ``stats``    corpus statistics, and metric self-checks (AER, BLEU, Kendall tau / chunk on gold data);
+4. ``align``    eflomal + grow-diag-final-and, AER against the generator's gold alignments;
+5. ``preorder`` the BTG preorderer trained on those alignments; Kendall tau / chunk of its predicted test orders
+                against the gold orders, beside the identity order; orders of every split for the XL models;
+6. ``nmt``      one small Transformer per source position encoding (none, APE, RPE, InXL, HeadXL,
+                Combination), test BLEU / chrF with paired bootstrap against APE, and AER / P / R of alignments
+                read from each model's attention.
 
-Later stages (alignment, preordering, NMT training with several position encodings, evaluation) are
-appended here as the toolkit grows. The results table is printed and written to ``report.md`` and
-``results.json``; plots go to ``plots/``.
+The results table is printed and written to ``report.md`` and ``results.json``; plots go to ``plots/``.
+The multi-seed version of the comparison, with every table of Ding et al., is ``xlpe experiment xl-pe``.
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ class DemoConfig:
     vocab_size: int = 1000
     preorder_sentences: int = 5000
     preorder_iterations: int = 3
-    nmt_pe: list[str] = field(default_factory=lambda: ["none", "ape", "rpe"])
+    nmt_pe: list[str] = field(default_factory=lambda: ["none", "ape", "rpe", "inxl", "headxl", "combination"])
     nmt_preset: str = "tiny"
     nmt_d_model: int = 96
     nmt_layers: int = 2
@@ -220,63 +225,65 @@ def stage_preorder(cfg: DemoConfig, out: Path) -> dict:
     return run_stage(out, "preorder", params, fn, cfg.force)
 
 
-def _nmt_model_config(cfg: DemoConfig, pe: list[str], vocab: int):
-    from xlpe.nn.transformer import TransformerConfig
-    d = cfg.nmt_d_model
-    return TransformerConfig.from_preset(cfg.nmt_preset, src_vocab_size=vocab, share_embeddings=True, d_model=d,
-                                         n_heads=4, d_ff=4 * d, enc_layers=cfg.nmt_layers, dec_layers=cfg.nmt_layers,
-                                         dropout=0.1, pe=pe)
+#: demo system name -> source position encodings (``+`` joins several in --nmt-pe)
+DEMO_SYSTEMS = {"none": ["none"], "ape": ["ape"], "rpe": ["ape", "rpe"], "inxl": ["inxl"],
+                "headxl": ["ape", "headxl"], "combination": ["ape", "combination"]}
+
+
+def _pe_list(name: str) -> list[str]:
+    return DEMO_SYSTEMS.get(name, name.split("+"))
 
 
 def stage_nmt(cfg: DemoConfig, out: Path) -> dict:
-    """Train one small Transformer per source position encoding and score each on the test set.
+    """Train one small Transformer per source position encoding; score each on the test set.
 
-    Every model sees the same data, subwords, seed and number of updates; BLEU/chrF come with paired
-    bootstrap significance against the ``ape`` baseline (sacrebleu).
+    Every model sees the same data, subwords, seed and number of updates. XL models (InXL, HeadXL,
+    Combination) read the BTG preorderer's predicted orders of every split, so test time needs the source
+    alone. BLEU/chrF come with a paired bootstrap against the ``ape`` baseline (sacrebleu). For every model
+    but ``none`` and ``rpe`` the test set is also force-decoded and aligned from attention (penultimate
+    decoder layer, heads averaged, SPEC §4.6) and scored against the gold alignments.
     """
-    import torch
     from xlpe.data.subword import SubwordModel
     from xlpe.evaluate.bleu import paired_bootstrap
-    from xlpe.infer.translate import translate_lines
+    from xlpe.experiments.xl_pe import run_system
+    from xlpe.io import read_alignments
     from xlpe.io.text import read_lines
-    from xlpe.train.trainer import DataConfig, TrainConfig, train
 
     data = out / "synth"
     spm = out / "subword" / "spm.model"
+    pre = out / "preorder"
     results: dict[str, Any] = {}
-    for pe_name in cfg.nmt_pe:
-        pe = pe_name.split("+")
-        mcfg = _nmt_model_config(cfg, pe, SubwordModel.load(spm).vocab_size)
-        tcfg = TrainConfig(out=str(out / "nmt" / pe_name / "run"), seed=cfg.seed, lr=cfg.nmt_lr, warmup=min(200, cfg.nmt_updates // 4),
-                           max_tokens=cfg.nmt_max_tokens, max_updates=cfg.nmt_updates, validate_every=0,
-                           save_every=max(100, cfg.nmt_updates // 3), keep_last=1, threads=cfg.threads,
-                           log_every=50, progress=sys.stderr.isatty(), clip_norm=1.0)
-        dcfg = DataConfig(train_src=str(data / "train.src"), train_tgt=str(data / "train.tgt"),
-                          dev_src=str(data / "dev.src"), dev_tgt=str(data / "dev.tgt"), subword_model=str(spm))
-        params = {"model": mcfg.to_dict(), "train": {k: v for k, v in tcfg.__dict__.items() if k not in ("progress",)},
-                  "data": digest(file_sig(data / "train.src", data / "train.tgt", spm)), "beam": cfg.beam}
+    d = cfg.nmt_d_model
+    model = dict(preset=cfg.nmt_preset, share_embeddings=True, d_model=d, n_heads=4, d_ff=4 * d,
+                 enc_layers=cfg.nmt_layers, dec_layers=cfg.nmt_layers, dropout=0.1)
+    train_opts = dict(lr=cfg.nmt_lr, warmup=min(200, cfg.nmt_updates // 4), max_tokens=cfg.nmt_max_tokens,
+                      max_updates=cfg.nmt_updates, save_every=max(100, cfg.nmt_updates // 3), clip_norm=1.0)
+    gold = {"src": str(data / "test.src"), "tgt": str(data / "test.tgt"),
+            "alignments": list(read_alignments(data / "test.align", 0)), "orders": str(pre / "test.order")}
+    for name in cfg.nmt_pe:
+        pe = _pe_list(name)
+        want_aer = name not in ("none", "rpe")
+        params = {"model": model, "pe": pe, "train": train_opts, "seed": cfg.seed, "beam": cfg.beam,
+                  "aer": want_aer, "threads": cfg.threads, "vocab": SubwordModel.load(spm).vocab_size,
+                  "data": digest(file_sig(data / "train.src", data / "train.tgt", spm, pre / "train.order",
+                                          pre / "test.order"))}
 
-        def fn(d: Path, mcfg=mcfg, tcfg=tcfg, dcfg=dcfg) -> dict:
-            t0 = time.time()
-            res = train(mcfg, tcfg, dcfg)
-            train_s = time.time() - t0
-            model = res.model.eval()
-            sw = SubwordModel.load(spm)
-            src = [t for _, t in read_lines(data / "test.src")]
-            t0 = time.time()
-            with torch.inference_mode():
-                hyps = translate_lines(model, sw, src, beam=cfg.beam, batch_size=64)
-            dec_s = time.time() - t0
-            with atomic_write(d / "test.hyp") as f:
-                f.write("\n".join(hyps) + "\n")
-            from xlpe.nn.transformer import count_parameters
-            return {"updates": res.step, "params": count_parameters(model), "valid_loss": res.valid.get("loss"),
-                    "train_seconds": round(train_s, 1), "decode_sent_per_s": round(len(src) / dec_s, 1),
-                    "hyp": str(d / "test.hyp")}
-        results[pe_name] = run_stage(out / "nmt", pe_name, params, fn, cfg.force)
+        def fn(rd: Path, pe=pe, want_aer=want_aer) -> dict:
+            return run_system(rd, pe=pe, pe_options={}, encoder_free=False, seed=cfg.seed, model=model,
+                              train_opts=train_opts, spm=str(spm), train_src=str(data / "train.src"),
+                              train_tgt=str(data / "train.tgt"), dev_src=str(data / "dev.src"),
+                              dev_tgt=str(data / "dev.tgt"), train_orders=str(pre / "train.order"),
+                              dev_orders=str(pre / "dev.order"),
+                              tests={"test": (str(data / "test.src"), str(data / "test.tgt"), str(pre / "test.order"))},
+                              beam=cfg.beam, lenpen=0.6, threads=cfg.threads, gold=gold if want_aer else None)
+        r = run_stage(out / "nmt", name, params, fn, cfg.force)
+        results[name] = {"pe": pe, "params": r["params"], "updates": r["updates"], "train_seconds": r["train_seconds"],
+                         "tokens_per_s": r["tokens_per_s"], "decode_sent_per_s": r["tests"]["test"]["decode_sent_per_s"],
+                         "hyp": r["tests"]["test"]["hyp"], "bleu": r["tests"]["test"]["bleu"],
+                         "chrf": r["tests"]["test"]["chrf"], **({"attention_alignment": r["attention_alignment"]}
+                                                               if "attention_alignment" in r else {})}
     refs = [t for _, t in read_lines(data / "test.tgt")]
-    names = [n for n in (["ape"] if "ape" in results else []) + list(results) if n]
-    names = list(dict.fromkeys(names))
+    names = list(dict.fromkeys((["ape"] if "ape" in results else []) + list(results)))
     systems = [(n, [t for _, t in read_lines(results[n]["hyp"])]) for n in names]
     if len(systems) >= 2:
         comps, sigs = paired_bootstrap(systems, refs, n_samples=1000, seed=cfg.seed)
@@ -284,11 +291,6 @@ def stage_nmt(cfg: DemoConfig, out: Path) -> dict:
             results[c.system].update(bleu=c.scores["BLEU"], chrf=c.scores["chrF2"], bleu_p=c.p_values["BLEU"],
                                      bleu_ci=c.ci["BLEU"])
         results["_signatures"] = sigs
-    else:
-        from xlpe.evaluate.bleu import corpus_scores
-        for n, h in systems:
-            sc = corpus_scores(h, refs)
-            results[n].update(bleu=sc["bleu"].score, chrf=sc["chrf"].score)
     _plot_nmt(results, out / "plots" / "nmt.png")
     return results
 
@@ -361,16 +363,21 @@ def _report(cfg: DemoConfig, results: dict) -> str:
             lines.append(f"| {label} | {r['tau']:.4f} | {r['chunk']:.4f} |")
     nmt = results.get("nmt")
     if nmt:
-        lines += ["", f"## Translation (test, beam {cfg.beam}; paired bootstrap vs `ape`)", "",
-                  "| source PE | params | updates | BLEU | ±95% | p vs ape | chrF | train s | decode sent/s |",
-                  "|---|---|---|---|---|---|---|---|---|"]
+        lines += ["", f"## Translation (test, beam {cfg.beam}; paired bootstrap vs `ape`; XL models read the "
+                      "BTG preorderer's orders; AER / P / R of alignments from attention, penultimate decoder layer)", "",
+                  "| source PE | params | updates | BLEU | ±95% | p vs ape | chrF | AER % | P % | R % | train s | "
+                  "decode sent/s |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for n, r in nmt.items():
             if n.startswith("_"):
                 continue
             p = r.get("bleu_p")
+            a = r.get("attention_alignment")
+            aer = (f"{100 * a['aer']:.1f} | {100 * a['precision']:.1f} | {100 * a['recall']:.1f}" if a
+                   else "— | — | —")
             lines.append(f"| {n} | {r['params']:,} | {r['updates']} | {r.get('bleu', float('nan')):.2f} | "
                          f"{r.get('bleu_ci', float('nan')):.2f} | {'—' if p is None else f'{p:.4f}'} | "
-                         f"{r.get('chrf', float('nan')):.2f} | {r['train_seconds']:.0f} | {r['decode_sent_per_s']:.0f} |")
+                         f"{r.get('chrf', float('nan')):.2f} | {aer} | {r['train_seconds']:.0f} | "
+                         f"{r['decode_sent_per_s']:.0f} |")
         if "_signatures" in nmt:
             lines += ["", "signatures: " + "; ".join(f"{k} `{v}`" for k, v in nmt["_signatures"].items())]
     lines += ["", "## Run", "", f"- command: `{' '.join(['xlpe'] + sys.argv[1:])}`",
@@ -411,7 +418,7 @@ def add_cli_arguments(p: argparse.ArgumentParser) -> None:
                    help="training sentences of the BTG preorderer")
     p.add_argument("--preorder-iterations", type=int, default=d.preorder_iterations, help="BTG training iterations")
     p.add_argument("--nmt-pe", nargs="+", default=d.nmt_pe,
-                   help="source position encodings to compare; join several with '+' (e.g. ape+rpe)")
+                   help=f"systems to compare: {', '.join(DEMO_SYSTEMS)}, or encodings joined with '+' (e.g. ape+rpe)")
     p.add_argument("--nmt-updates", type=int, default=d.nmt_updates, help="training updates per NMT model")
     p.add_argument("--nmt-d-model", type=int, default=d.nmt_d_model, help="model width of the demo NMT models")
     p.add_argument("--nmt-layers", type=int, default=d.nmt_layers, help="encoder and decoder layers")

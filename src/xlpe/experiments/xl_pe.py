@@ -414,6 +414,10 @@ def run_system(run_dir: Path, *, pe: list[str], pe_options: dict, encoder_free: 
         from xlpe.evaluate.aer import corpus_aer
         from xlpe.infer.attention_align import align_from_model
         ckpt = res.last_checkpoint
+        if not -mcfg.dec_layers <= attention_layer < mcfg.dec_layers:
+            log.warning("attention layer %d does not exist in a %d-layer decoder; using the last layer",
+                        attention_layer, mcfg.dec_layers)
+            attention_layer = -1
         hyp_al = align_from_model(ckpt, _read(gold["src"]), _read(gold["tgt"]), layer=attention_layer,
                                   merge=attention_merge, orders=gold["orders"] if uses_xl else None,
                                   device="cpu")
