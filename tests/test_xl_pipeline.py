@@ -115,3 +115,31 @@ def test_noise_attack_on_training_indices(xl_run):
     assert moved == expect
     with pytest.raises(ConfigError, match="noise applies to order files"):
         read_channel_file("ints", xl_run["orders"], noise=0.1)
+
+
+def test_builtin_pair_oracle_training_then_source_only_translation(tmp_path):
+    """On the built-in SOV pair: train with oracle indices (the generator's gold orders), translate with a
+    preorderer trained on alignments; the test side has no target and no alignment."""
+    from xlpe.cli import main
+    from xlpe.data.subword import train_subwords
+    from xlpe.data.synthetic import SyntheticConfig, synth
+    from xlpe.io import read_alignments, read_sentences
+
+    d = tmp_path / "pair"
+    synth(d, SyntheticConfig(profile="sov", seed=3), sizes={"train": 600, "test": 20})
+    spm = tmp_path / "spm.model"
+    train_subwords([d / "train.src", d / "train.tgt"], spm, vocab_size=400)
+    data = DataConfig(train_src=str(d / "train.src"), train_tgt=str(d / "train.tgt"), subword_model=str(spm),
+                      train_orders=str(d / "train.order"))
+    res = train(tiny_model_config(pe=["ape", "combination"], pe_options={"tau": 1}, max_len=128),
+                quick_train_config(tmp_path / "m", max_updates=4), data)
+    src = list(read_sentences(d / "train.src"))
+    als = list(read_alignments(d / "train.align", 0))
+    ranks = [lader_ranks(sorted(a.links), len(s), src_words=s) for s, a in zip(src, als)]
+    pre = BTGPreorderer(BTGConfig(learner="perceptron"))
+    pre.train(src, ranks, iterations=1, progress=False)
+    pre.save(tmp_path / "btg")
+    out = tmp_path / "test.hyp"
+    assert main(["translate", "--checkpoint", str(res.last_checkpoint), "--input", str(d / "test.src"),
+                 "--output", str(out), "--preorderer", str(tmp_path / "btg"), "--beam", "2"]) == 0
+    assert len(out.read_text(encoding="utf-8").split("\n")) == 21
