@@ -11,19 +11,13 @@ from xlpe.nn.positions import required_channels, sinusoid
 from xlpe.nn.positions.xl import resolve_tau
 from xlpe.nn.transformer import TransformerConfig, build_model, count_parameters
 
+from test_nn_positions import batch  # noqa: E402  (the same random batch)
+
 
 def cfg(pe, **kw):
     kw.setdefault("src_vocab_size", 16)
     kw.setdefault("dropout", 0.0)
     return TransformerConfig.from_preset("tiny", pe=pe, **kw)
-
-
-def batch(B=2, T=6, V=16, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    src = torch.randint(4, V, (B, T), generator=g)
-    src[:, -1] = 3
-    tgt = torch.randint(4, V, (B, T - 1), generator=g)
-    return src, tgt
 
 
 def xl_channel(orders):

@@ -50,15 +50,15 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from xlpe.data.batching import ChannelFile, ParallelData, TokenBatchSampler, collate, read_channel_file
-from xlpe.data.subword import SubwordModel, word_alignment_from_subword
+from xlpe.data.subword import word_alignment_from_subword
 from xlpe.errors import ConfigError, FormatError
+from xlpe.infer.translate import Subwords, _model_device, _sides, resolve_device
 from xlpe.io.alignments import Alignment, format_alignment
 from xlpe.io.text import read_lines, tokenize
 
 log = logging.getLogger(__name__)
 
 MERGES = ("any", "attn_merge")
-Subwords = SubwordModel | tuple[SubwordModel, SubwordModel]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -210,24 +210,6 @@ class AttentionAlignments:
     views: list[SentenceAttention] = field(default_factory=list)
 
 
-def _sides(subwords: Subwords) -> tuple[SubwordModel, SubwordModel]:
-    if isinstance(subwords, SubwordModel):
-        return subwords, subwords
-    src, tgt = subwords
-    return src, tgt or src
-
-
-def _model_device(model: torch.nn.Module) -> torch.device:
-    p = next(model.parameters(), None)
-    return p.device if p is not None else torch.device("cpu")
-
-
-def _resolve_device(device: str | torch.device) -> torch.device:
-    if isinstance(device, str) and device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
-
-
 def _check_model(model: torch.nn.Module, layer: int, merge: str, channel_names: Iterable[str]) -> None:
     from xlpe.nn.positions import required_channels
 
@@ -372,7 +354,7 @@ def align_from_model(checkpoint: str | os.PathLike | Sequence[str | os.PathLike]
     """
     from xlpe.train.checkpoint import load_model
 
-    dev = _resolve_device(device)
+    dev = resolve_device(device)
     model, _, subwords = load_model(checkpoint, device=dev)
     ch = _channel_values(orders, orders_level, channels)
     return align_lines(model, subwords, src_lines, tgt_lines, layer=layer, merge=merge, channels=ch,
@@ -449,7 +431,7 @@ def align_from_model_files(checkpoint: str | os.PathLike | Sequence[str | os.Pat
             raise ConfigError("a gold file needs its index base: gold_base 0 or 1 (--gold-base; most gold sets "
                               "are 1-based)")
         refs = _read_gold(gold, gold_base, gold_reverse, src, tgt)       # fails fast, before the model runs
-    dev = _resolve_device(device)
+    dev = resolve_device(device)
     model, _, subwords = load_model(checkpoint, device=dev)
     ch_iters = _channel_values(orders, orders_level, channels)
     _check_model(model, layer, merge, ch_iters)

@@ -45,6 +45,13 @@ def _model_device(model: torch.nn.Module) -> torch.device:
     return p.device if p is not None else torch.device("cpu")
 
 
+def resolve_device(device: str | torch.device) -> torch.device:
+    """``auto`` -> CUDA when available, else CPU; anything else as torch reads it."""
+    if isinstance(device, str) and device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
 def translate_data(model: torch.nn.Module, data: ParallelData, tgt_subword: SubwordModel, *, beam: int = 5,
                    lenpen: float = 0.6, max_len_a: float = 1.2, max_len_b: float = 10, batch_size: int = 64,
                    max_tokens: int | None = None, greedy: bool = False,
@@ -156,8 +163,7 @@ def translate_file(checkpoint: str | os.PathLike | Sequence[str | os.PathLike], 
 
     if chunk_size < 1:
         raise ConfigError("chunk_size must be >= 1")
-    dev = torch.device("cuda" if device == "auto" and torch.cuda.is_available() else
-                       ("cpu" if device == "auto" else device))
+    dev = resolve_device(device)
     if orders and preorderer:
         raise ConfigError("give either orders (a file) or a preorderer (predicts them), not both")
     if orders_level not in ("word", "subword"):
