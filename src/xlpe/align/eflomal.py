@@ -66,8 +66,10 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
+import numpy as np
+
 from xlpe.align.symmetrize import METHODS as SYM_METHODS
-from xlpe.align.symmetrize import canonical_method, symmetrize_sets
+from xlpe.align.symmetrize import canonical_method, csr_links, symmetrize_batch
 from xlpe.errors import ConfigError, FormatError, XlpeError
 from xlpe.io.alignments import Alignment, format_alignment
 from xlpe.io.atomic import atomic_write
@@ -376,10 +378,89 @@ def _ids(vocab: dict[str, int], words: list[str]) -> list[int]:
     return ids
 
 
-def _parse_links(line: str) -> set[tuple[int, int]]:
-    """eflomal's ``i-j i-j`` output line -> set of int pairs."""
-    nums = list(map(int, line.replace("-", " ").split()))
-    return set(zip(nums[0::2], nums[1::2]))
+@dataclass
+class _Batch:
+    """Results for the consecutive pairs ``start .. start + n - 1`` of one eflomal job. ``fwd``, ``rev`` and
+    ``sym`` are CSR link arrays ``(ptr, i, j)`` (:func:`xlpe.align.symmetrize.links_csr`; links sorted by
+    ``(i, j)``) over the aligned pairs only, in order; ``ok`` holds their offsets in the batch."""
+    start: int
+    n: int
+    skip: dict[int, str]            # offset in the batch -> reason
+    ok: Any                         # numpy array of offsets of the aligned pairs, ascending
+    fwd: tuple
+    rev: tuple
+    sym: tuple
+    score_f: list[float] | None = None
+    score_r: list[float] | None = None
+    items: list[_Item] | None = None  # with subwords: the batch's items (their word_of)
+
+    def full(self, csr) -> tuple:
+        """``csr`` with an empty row for every skipped pair (one row per pair of the batch)."""
+        if not self.skip:
+            return csr
+        ptr, i, j = csr
+        counts = np.zeros(self.n, dtype=np.int64)
+        counts[self.ok] = np.diff(ptr)
+        full = np.zeros(self.n + 1, dtype=np.int64)
+        np.cumsum(counts, out=full[1:])
+        return full, i, j
+
+
+def _parse_link_lines(lines: list[bytes]):
+    """eflomal's link lines (``i-j i-j ...``, raw bytes) -> CSR arrays ``(ptr, i, j)``, links sorted by
+    ``(i, j)`` in each line. Vectorised: about ten times faster than parsing line by line."""
+    n = len(lines)
+    buf = b"".join(lines)
+    if buf and not buf.endswith(b"\n"):
+        buf += b"\n"
+    a = np.frombuffer(buf, dtype=np.uint8)
+    digit = ((a >= 48) & (a <= 57)).view(np.int8)
+    edge = np.diff(np.concatenate(([0], digit, [0])))
+    starts, ends = np.flatnonzero(edge == 1), np.flatnonzero(edge == -1)
+    n_dash = int(np.count_nonzero(a == 45))
+    if len(starts) != 2 * n_dash or (len(a) and not np.all((a == 32) | (a == 45) | (a == 10) | (a == 13)
+                                                           | digit.view(bool))):
+        raise XlpeError("unexpected eflomal output: link lines should read 'i-j i-j ...'")
+    length = ends - starts
+    val = np.zeros(len(starts), dtype=np.int64)
+    for m in range(int(length.max(initial=0))):
+        sel = np.flatnonzero(length > m)
+        val[sel] = val[sel] * 10 + (a[starts[sel] + m] - 48)
+    i, j = val[0::2], val[1::2]
+    line = np.searchsorted(np.flatnonzero(a == 10), starts[0::2])
+    if len(i) and (line[-1] >= n or np.any(a[starts[1::2] - 1] != 45)):
+        raise XlpeError("unexpected eflomal output: link lines should read 'i-j i-j ...'")
+    order = np.lexsort((j, i, line))
+    i, j, line = i[order], j[order], line[order]
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(line, minlength=n), out=ptr[1:])
+    return ptr, i, j
+
+
+def _format_links(csr, index_base: int = 0) -> str:
+    """CSR link arrays sorted by ``(i, j)`` -> Pharaoh text, one ``i-j i-j`` line (with ``\\n``) per row,
+    as :func:`xlpe.io.alignments.format_alignment` writes each line (all links sure). Each distinct
+    (link, last in its line) is formatted once and the text is joined in one go."""
+    ptr, i, j = csr
+    count = np.diff(ptr)
+    if not len(i):
+        return "\n" * len(count)
+    M = int(j.max()) + 1
+    last = np.zeros(len(i), dtype=bool)
+    last[ptr[1:][count > 0] - 1] = True
+    codes = (i * M + j) * 2 + last
+    empty = np.flatnonzero(count == 0)
+    if len(empty):
+        codes = np.insert(codes, ptr[empty], -1)
+    order = np.argsort(codes, kind="stable")
+    sc = codes[order]
+    first = np.concatenate(([True], sc[1:] != sc[:-1]))
+    inverse = np.empty(len(codes), dtype=np.int64)
+    inverse[order] = np.cumsum(first) - 1
+    b = index_base
+    text = np.array([("\n" if c < 0 else f"{(c >> 1) // M + b}-{(c >> 1) % M + b}{chr(10) if c & 1 else ' '}")
+                     for c in sc[first].tolist()], dtype=object)
+    return "".join(text[inverse].tolist())
 
 
 class _TextWriter:
@@ -396,6 +477,11 @@ class _TextWriter:
         self.body.write(f"{len(ids)} {' '.join(map(str, ids))}\n")
         self.n += 1
 
+    def add_lines(self, lines: list[str]) -> None:
+        """Sentences already formatted as ``length id id ...\\n``."""
+        self.body.writelines(lines)
+        self.n += len(lines)
+
     def finish(self, voc_size: int) -> None:
         self.body.close()
         with open(self.path, "w", encoding="ascii") as out, open(self.body_path, "r", encoding="ascii") as b:
@@ -406,6 +492,78 @@ class _TextWriter:
     def abort(self) -> None:
         if not self.body.closed:
             self.body.close()
+
+
+# --- reading input in blocks ---------------------------------------------------------------------------
+
+#: pairs per block when reading input, and per batch when reading eflomal's output
+_BLOCK = 8192
+_OUT_BATCH = 32768
+
+# A block is (first line number, sources, targets, where): sources/targets are strings (split on ASCII
+# space) or token lists; where is (source path, target path) for the whole block, None (in memory), or a
+# list with one (path, path) or FormatError (malformed joint line) per pair.
+Block = tuple
+
+
+def _line_blocks(path: str | os.PathLike, block: int = _BLOCK) -> Iterator[list[str]]:
+    """The lines of a UTF-8 file in lists of up to ``block``, exactly as :func:`xlpe.io.text.read_lines`
+    gives them (line ending removed, same errors naming file and line), decoded a block at a time."""
+    name = os.fspath(path)
+    try:
+        f = open(path, "rb")
+    except FileNotFoundError:
+        raise FormatError("file not found", path) from None
+    except IsADirectoryError:
+        raise FormatError("is a directory", path, expected="a text file") from None
+    with f:
+        lineno = 1
+        while True:
+            raw = list(itertools.islice(f, block))
+            if not raw:
+                return
+            try:
+                text = b"".join(raw).decode("utf-8")
+            except UnicodeDecodeError:
+                for k, line in enumerate(raw):
+                    try:
+                        line.decode("utf-8")
+                    except UnicodeDecodeError as e:
+                        raise FormatError(f"invalid UTF-8 at byte {e.start} of the line", name, lineno + k,
+                                          "UTF-8 text") from None
+                raise  # pragma: no cover  (a line break never splits a UTF-8 sequence)
+            lines = text.split("\n")[:len(raw)]
+            if "\r" in text:
+                lines = [x[:-1] if x.endswith("\r") else x for x in lines]
+            yield lines
+            lineno += len(raw)
+
+
+def _pairs_of(blocks: Iterable[Block]) -> Iterator[Pair]:
+    """Blocks -> ``(lineno, src, tgt, where)`` pairs (for the per-item path used with subwords)."""
+    for lineno, srcs, tgts, where in blocks:
+        per = where if isinstance(where, list) else None
+        for k, (s, t) in enumerate(zip(srcs, tgts)):
+            yield lineno + k, s, t, (per[k] if per is not None else where)
+
+
+def _rechunk(blocks: Iterable[Block], size: int) -> Iterator[list[Block]]:
+    """Regroup blocks into lists of blocks holding exactly ``size`` pairs (the last one fewer)."""
+    chunk: list[Block] = []
+    n = 0
+    for lineno, srcs, tgts, where in blocks:
+        k = 0
+        while k < len(srcs):
+            m = min(size - n, len(srcs) - k)
+            chunk.append((lineno + k, srcs[k:k + m], tgts[k:k + m],
+                          where[k:k + m] if isinstance(where, list) else where))
+            n += m
+            k += m
+            if n == size:
+                yield chunk
+                chunk, n = [], 0
+    if chunk:
+        yield chunk
 
 
 # --- the aligner ------------------------------------------------------------------------------------------
@@ -507,9 +665,9 @@ class EflomalAligner:
         corpus alignments. Priors come from the forward and reverse links (like ``eflomal-makepriors``).
         ``chunk_size`` does not apply (the point is one joint run). Priors the aligner already has guide
         this run too; the new priors are estimated from this run's links only."""
-        pairs = self._memory_pairs(src, tgt)
-        items = _Cached(lambda: self._prepare(pairs()))
-        return self._collect(self._run(items, fit=True, scores=scores, use_priors=True, total=len(src)))
+        blocks = self._memory_blocks(src, tgt)
+        return self._collect(self._outs(self._run(blocks, fit=True, scores=scores, use_priors=True,
+                                                  total=len(src), cache=True)))
 
     def align(self, src: Sequence[Words | str], tgt: Sequence[Words | str]) -> list[Alignment]:
         """Align sentence pairs held in memory (lists of tokens, or strings split on ASCII space).
@@ -519,21 +677,27 @@ class EflomalAligner:
     def align_detailed(self, src: Sequence[Words | str], tgt: Sequence[Words | str], *,
                        scores: bool = False) -> AlignResult:
         """Like :meth:`align`, also returning both directions, optional sentence scores and skipped pairs."""
-        pairs = self._memory_pairs(src, tgt)
-        return self._collect(self._outputs(pairs, total=len(src), scores=scores, cache=True))
+        blocks = self._memory_blocks(src, tgt)
+        return self._collect(self._outs(self._batches(blocks, total=len(src), scores=scores, cache=True)))
 
     def iter_align(self, pairs: Iterable[tuple[Words | str, Words | str]]) -> Iterator[Alignment]:
         """Stream alignments for an iterable of ``(src, tgt)`` pairs. With ``chunk_size`` only one chunk is
         in memory at a time; without it the pairs are buffered (eflomal needs them all at once)."""
-        def numbered():
-            for k, (s, t) in enumerate(pairs):
-                yield k + 1, s, t, None
+        def blocks():
+            it = iter(pairs)
+            k = 0
+            while True:
+                buf = list(itertools.islice(it, _BLOCK))
+                if not buf:
+                    return
+                yield k + 1, [p[0] for p in buf], [p[1] for p in buf], None
+                k += len(buf)
         if self.chunk_size is None:
-            buf = list(numbered())
-            src_tgt = lambda: iter(buf)  # noqa: E731
+            buf = list(blocks())
+            factory = lambda: iter(buf)  # noqa: E731
         else:
-            src_tgt = numbered
-        for o in self._outputs(src_tgt, total=None, scores=False, cache=self.chunk_size is None):
+            factory = blocks
+        for o in self._outs(self._batches(factory, total=None, scores=False, cache=self.chunk_size is None)):
             yield o.alignment
 
     def align_files(self, src: str | os.PathLike, tgt: str | os.PathLike | None, out: str | os.PathLike = "-", *,
@@ -546,20 +710,23 @@ class EflomalAligner:
         ``forward_out``/``reverse_out`` receive the directional alignments (source–target orientation),
         ``scores_out`` ``forward_score<TAB>reverse_score`` per line. With ``fit=True`` the whole file is
         aligned jointly and priors are estimated from it (then :meth:`save`). Returns statistics.
+
+        The input is read once (twice with subwords, whose piece-to-word maps are not kept); eflomal's output
+        is read, symmetrised and written in vectorised batches.
         """
         if index_base not in (0, 1):
             raise ConfigError(f"index_base must be 0 or 1, not {index_base!r}")
         t0 = time.time()
+        to_words = self._segs is not None and not self.subword_output
         with contextlib.ExitStack() as stack:
             tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="xlpe-align-", dir=self.tmp_dir))
             src, tgt = self._spool_stdin(src, tgt, tmp)
             total = None if self.quiet else count_lines(src)
-            factory = lambda: self._file_pairs(src, tgt)  # noqa: E731
+            factory = lambda: self._file_blocks(src, tgt)  # noqa: E731
             if fit:
-                outs = self._run(lambda: self._prepare(factory()), fit=True, scores=scores_out is not None,
-                                 use_priors=True, total=total)
+                batches = self._run(factory, fit=True, scores=scores_out is not None, use_priors=True, total=total)
             else:
-                outs = self._outputs(factory, total=total, scores=scores_out is not None)
+                batches = self._batches(factory, total=total, scores=scores_out is not None)
             files = {}
             for name, path in (("out", out), ("forward", forward_out), ("reverse", reverse_out),
                                ("scores", scores_out)):
@@ -567,17 +734,26 @@ class EflomalAligner:
                     files[name] = stack.enter_context(atomic_write(path))
             n = 0
             skipped: list[tuple[int, str]] = []
-            for o in outs:
-                n += 1
-                if o.skip:
-                    skipped.append((o.index + 1, o.skip))
-                files["out"].write(format_alignment(o.alignment, index_base, possible=False) + "\n")
-                if "forward" in files:
-                    files["forward"].write(format_alignment(o.forward, index_base, possible=False) + "\n")
-                if "reverse" in files:
-                    files["reverse"].write(format_alignment(o.reverse, index_base, possible=False) + "\n")
+            for b in batches:
+                n += b.n
+                skipped.extend((b.start + off + 1, why) for off, why in sorted(b.skip.items()))
+                if to_words:  # word links come from each pair's piece-to-word map
+                    for o in self._outs([b]):
+                        files["out"].write(format_alignment(o.alignment, index_base, possible=False) + "\n")
+                        if "forward" in files:
+                            files["forward"].write(format_alignment(o.forward, index_base, possible=False) + "\n")
+                        if "reverse" in files:
+                            files["reverse"].write(format_alignment(o.reverse, index_base, possible=False) + "\n")
+                else:
+                    files["out"].write(_format_links(b.full(b.sym), index_base))
+                    if "forward" in files:
+                        files["forward"].write(_format_links(b.full(b.fwd), index_base))
+                    if "reverse" in files:
+                        files["reverse"].write(_format_links(b.full(b.rev), index_base))
                 if "scores" in files:
-                    files["scores"].write(f"{o.score_f:g}\t{o.score_r:g}\n")
+                    sf, sr = iter(b.score_f), iter(b.score_r)
+                    files["scores"].write("".join("nan\tnan\n" if off in b.skip else f"{next(sf):g}\t{next(sr):g}\n"
+                                                  for off in range(b.n)))
         stats = {"pairs": n, "skipped": len(skipped), "skipped_lines": skipped[:20],
                  "seconds": round(time.time() - t0, 3), "sym": self.sym}
         return stats

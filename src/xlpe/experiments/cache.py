@@ -48,3 +48,25 @@ def run_stage(out: Path, name: str, params: dict, fn: Callable[[Path], dict], fo
     with atomic_write(marker) as f:
         json.dump({"key": key, "params": params, "result": result}, f, indent=2, default=str)
     return result
+
+
+def _worker_init(level: int) -> None:
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+
+
+def run_stages(tasks: list[tuple[Path, str, dict, Callable[[Path], dict]]], jobs: int = 1,
+               force: bool = False) -> list[dict]:
+    """:func:`run_stage` for every ``(out, name, params, fn)``; ``jobs > 1`` runs that many at once in separate
+    processes (``fn`` must then be picklable, e.g. a ``functools.partial`` of a module-level function).
+    Results come back in task order; the first failure is raised after the running tasks end."""
+    if jobs <= 1 or len(tasks) <= 1:
+        return [run_stage(o, n, p, f, force) for o, n, p, f in tasks]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    pending = []
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
+                             initializer=_worker_init, initargs=(logging.getLogger().level or logging.INFO,)) as ex:
+        for o, n, p, f in tasks:
+            pending.append(ex.submit(run_stage, o, n, p, f, force))
+        return [f.result() for f in pending]

@@ -20,6 +20,7 @@ The multi-seed version of the comparison, with every table of Ding et al., is ``
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import os
@@ -31,7 +32,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from xlpe import __version__
-from xlpe.experiments.cache import digest, file_sig, run_stage
+from xlpe.experiments.cache import digest, file_sig, run_stage, run_stages
 from xlpe.io.atomic import atomic_write
 
 log = logging.getLogger("xlpe.demo")
@@ -57,6 +58,7 @@ class DemoConfig:
     nmt_lr: float = 2e-3
     beam: int = 4
     threads: int = 1
+    jobs: int = 2
     force: bool = False
     stages: list[str] = field(default_factory=lambda: list(STAGES))
 
@@ -260,6 +262,7 @@ def stage_nmt(cfg: DemoConfig, out: Path) -> dict:
                       max_updates=cfg.nmt_updates, save_every=max(100, cfg.nmt_updates // 3), clip_norm=1.0)
     gold = {"src": str(data / "test.src"), "tgt": str(data / "test.tgt"),
             "alignments": list(read_alignments(data / "test.align", 0)), "orders": str(pre / "test.order")}
+    tasks = []
     for name in cfg.nmt_pe:
         pe = _pe_list(name)
         want_aer = name not in ("none", "rpe")
@@ -267,18 +270,18 @@ def stage_nmt(cfg: DemoConfig, out: Path) -> dict:
                   "aer": want_aer, "threads": cfg.threads, "vocab": SubwordModel.load(spm).vocab_size,
                   "data": digest(file_sig(data / "train.src", data / "train.tgt", spm, pre / "train.order",
                                           pre / "test.order"))}
-
-        def fn(rd: Path, pe=pe, want_aer=want_aer) -> dict:
-            return run_system(rd, pe=pe, pe_options={}, encoder_free=False, seed=cfg.seed, model=model,
-                              train_opts=train_opts, spm=str(spm), train_src=str(data / "train.src"),
-                              train_tgt=str(data / "train.tgt"), dev_src=str(data / "dev.src"),
-                              dev_tgt=str(data / "dev.tgt"), train_orders=str(pre / "train.order"),
-                              dev_orders=str(pre / "dev.order"),
-                              tests={"test": (str(data / "test.src"), str(data / "test.tgt"), str(pre / "test.order"))},
-                              beam=cfg.beam, lenpen=0.6, threads=cfg.threads, gold=gold if want_aer else None)
-        r = run_stage(out / "nmt", name, params, fn, cfg.force)
-        results[name] = {"pe": pe, "params": r["params"], "updates": r["updates"], "train_seconds": r["train_seconds"],
-                         "tokens_per_s": r["tokens_per_s"], "decode_sent_per_s": r["tests"]["test"]["decode_sent_per_s"],
+        fn = functools.partial(
+            run_system, pe=pe, pe_options={}, encoder_free=False, seed=cfg.seed, model=model, train_opts=train_opts,
+            spm=str(spm), train_src=str(data / "train.src"), train_tgt=str(data / "train.tgt"),
+            dev_src=str(data / "dev.src"), dev_tgt=str(data / "dev.tgt"), train_orders=str(pre / "train.order"),
+            dev_orders=str(pre / "dev.order"),
+            tests={"test": (str(data / "test.src"), str(data / "test.tgt"), str(pre / "test.order"))},
+            beam=cfg.beam, lenpen=0.6, threads=cfg.threads, gold=gold if want_aer else None)
+        tasks.append((out / "nmt", name, params, fn))
+    for name, r in zip(cfg.nmt_pe, run_stages(tasks, cfg.jobs, cfg.force)):
+        results[name] = {"pe": r["pe"], "params": r["params"], "updates": r["updates"],
+                         "train_seconds": r["train_seconds"], "tokens_per_s": r["tokens_per_s"],
+                         "decode_sent_per_s": r["tests"]["test"]["decode_sent_per_s"],
                          "hyp": r["tests"]["test"]["hyp"], "bleu": r["tests"]["test"]["bleu"],
                          "chrf": r["tests"]["test"]["chrf"], **({"attention_alignment": r["attention_alignment"]}
                                                                if "attention_alignment" in r else {})}
@@ -424,7 +427,9 @@ def add_cli_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--nmt-layers", type=int, default=d.nmt_layers, help="encoder and decoder layers")
     p.add_argument("--nmt-max-tokens", type=int, default=d.nmt_max_tokens, help="tokens per batch")
     p.add_argument("--beam", type=int, default=d.beam, help="beam size for the test translations")
-    p.add_argument("--threads", type=int, default=d.threads, help="torch CPU threads")
+    p.add_argument("--threads", type=int, default=d.threads, help="torch CPU threads per NMT model")
+    p.add_argument("--jobs", type=int, default=d.jobs,
+                   help="NMT models trained at once, in separate processes (2 on a 2-core machine)")
     p.add_argument("--stages", nargs="+", default=list(STAGES), help="stages to run, in order")
     p.add_argument("--force", action="store_true", help="rerun every stage even when cached")
 
@@ -435,7 +440,7 @@ def cli_main(args: argparse.Namespace) -> int:
                      preorder_sentences=args.preorder_sentences, preorder_iterations=args.preorder_iterations,
                      nmt_pe=args.nmt_pe, nmt_updates=args.nmt_updates, nmt_d_model=args.nmt_d_model,
                      nmt_layers=args.nmt_layers, nmt_max_tokens=args.nmt_max_tokens, beam=args.beam,
-                     threads=args.threads)
+                     threads=args.threads, jobs=args.jobs)
     r = demo(cfg)
     print(r["report"])
     print(f"report: {Path(cfg.out) / 'report.md'}   numbers: {Path(cfg.out) / 'results.json'}   plots: {Path(cfg.out) / 'plots'}")

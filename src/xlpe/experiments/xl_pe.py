@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
+import functools
 import json
 import logging
 import os
@@ -49,7 +50,7 @@ from typing import Any
 
 from xlpe import __version__
 from xlpe.errors import ConfigError
-from xlpe.experiments.cache import file_sig, run_stage
+from xlpe.experiments.cache import file_sig, run_stage, run_stages
 from xlpe.io.atomic import atomic_write
 
 log = logging.getLogger("xlpe.experiments.xl_pe")
@@ -117,7 +118,8 @@ class XLExperiment:
     attention_layer: int = -2
     attention_merge: str = "any"
     bootstrap_samples: int = 1000
-    threads: int = 1
+    threads: int = 1                                             # torch threads per run
+    jobs: int = 1                                                # runs at once, in separate processes
 
 
 @dataclass
@@ -497,9 +499,10 @@ def run_experiment(cfg: XLConfig, out: str | os.PathLike, only: list[str] | None
         gold = {"src": p["gold_src"], "tgt": p["gold_tgt"], "alignments": _gold_alignments(data),
                 "orders": orders["gold"]}
     train_orders = pre["oracle_train"] if e.xl_train_source == "oracle" else orders["train"]
-    results: dict[str, Any] = {"data": data, "preorder": pre, "runs": {}}
+    results: dict[str, Any] = {"data": data, "preorder": pre}
     planned = _runs(cfg, tables)
-    for i, (table, name, ro) in enumerate(planned):
+    tasks, keys = [], []
+    for table, name, ro in planned:
         for seed in e.seeds:
             key = f"{name}/seed{seed}"
             want_gold = gold is not None and table == "table1" and name in e.alignment_systems
@@ -508,14 +511,17 @@ def run_experiment(cfg: XLConfig, out: str | os.PathLike, only: list[str] | None
                       "tests": {k: file_sig(*[x for x in v if x]) for k, v in tests.items()},
                       "gold": want_gold, "attention": [e.attention_layer, e.attention_merge],
                       "threads": e.threads}
-            log.info("run %s (%d/%d systems)", key, i + 1, len(planned))
-            results["runs"][key] = run_stage(out / "runs", key, params, lambda d, ro=ro, seed=seed, g=want_gold: run_system(
-                d, pe=ro["pe"], pe_options=ro["pe_options"], encoder_free=ro["encoder_free"], seed=seed,
+            fn = functools.partial(
+                run_system, pe=ro["pe"], pe_options=ro["pe_options"], encoder_free=ro["encoder_free"], seed=seed,
                 model=cfg.model, train_opts=cfg.train, spm=spm, train_src=p["train_src"], train_tgt=p["train_tgt"],
                 dev_src=p.get("dev_src") or None, dev_tgt=p.get("dev_tgt") or None, train_orders=train_orders,
                 dev_orders=orders.get("dev"), tests=tests, beam=e.beam, lenpen=e.lenpen, threads=e.threads,
-                noise=ro["noise"], gold=gold if g else None, attention_layer=e.attention_layer,
-                attention_merge=e.attention_merge))
+                noise=ro["noise"], gold=gold if want_gold else None, attention_layer=e.attention_layer,
+                attention_merge=e.attention_merge)
+            tasks.append((out / "runs", key, params, fn))
+            keys.append(key)
+    log.info("%d runs (%d systems x %d seeds), %d at a time", len(tasks), len(planned), len(e.seeds), e.jobs)
+    results["runs"] = dict(zip(keys, run_stages(tasks, e.jobs)))
     results["summary"] = summarise(cfg, results, tables, tests)
     report = render_report(cfg, results, tables)
     plot_figures(cfg, results["summary"], out / "plots")
