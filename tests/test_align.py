@@ -301,6 +301,222 @@ def test_option_validation(caplog):
         EflomalAligner().save("/nonexistent/x")
 
 
+# --- the vectorised path equals the per-sentence reference (a deterministic stand-in for the sampler) ----------
+
+def fake_eflomal(calls):
+    """A stand-in for ``eflomal.cython.align``: deterministic links from the sentences eflomal is given (IBM-like:
+    forward one source word per target word, reverse one target word per source word), written in shuffled
+    order with stray spaces, plus scores. Records the input files' bytes in ``calls``."""
+    def align(src, tgt, links_filename_fwd=None, links_filename_rev=None, scores_filename_fwd=None,
+              scores_filename_rev=None, **kw):
+        with open(src, "rb") as f, open(tgt, "rb") as g:
+            sb, tb = f.read(), g.read()
+        calls.append((sb, tb))
+        fl, rl, sf, sr = [], [], [], []
+        for line_s, line_t in zip(sb.decode().splitlines()[1:], tb.decode().splitlines()[1:]):
+            ids_s, ids_t = line_s.split()[1:], line_t.split()[1:]
+            m, n = len(ids_s), len(ids_t)
+            rng = random.Random(" ".join(ids_s) + "|" + " ".join(ids_t))
+            fwd = [(rng.randrange(m), j) for j in range(n) if rng.random() < 0.85]
+            rev = [(i, min(n - 1, max(0, i * n // m + rng.choice((-1, 0, 0, 1))))) for i in range(m)
+                   if rng.random() < 0.85]
+            rng.shuffle(fwd)
+            rng.shuffle(rev)
+            fl.append(" ".join(f"{i}-{j}" for i, j in fwd) + rng.choice(("", " ")))
+            rl.append(" ".join(f"{i}-{j}" for i, j in rev))
+            sf.append(f"{rng.random() * 10:.6f}")
+            sr.append(f"{rng.random() * 10:.6f}")
+        for name, lines in ((links_filename_fwd, fl), (links_filename_rev, rl), (scores_filename_fwd, sf),
+                            (scores_filename_rev, sr)):
+            if name:
+                with open(name, "w") as f:
+                    f.write("".join(x + "\n" for x in lines))
+    return align
+
+
+def reference_outputs(calls_entry, sym, n_pairs, skipped, index_base=0):
+    """What the old per-sentence code produced from the sampler's links: symmetrize_sets per pair."""
+    from xlpe.align.symmetrize import symmetrize_sets
+    from xlpe.io.alignments import format_alignment
+    sb, tb = calls_entry
+    links = []
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        fake_eflomal([])(write_bytes(d, "s", sb), write_bytes(d, "t", tb), links_filename_fwd=d + "/f",
+                         links_filename_rev=d + "/r")
+        parse = lambda line: {tuple(map(int, x.split("-"))) for x in line.split()}  # noqa: E731
+        fl = [parse(x) for x in open(d + "/f").read().splitlines()]
+        rl = [parse(x) for x in open(d + "/r").read().splitlines()]
+    it = iter(zip(fl, rl))
+    for k in range(n_pairs):
+        if k in skipped:
+            links.append(("", "", ""))
+            continue
+        f, r = next(it)
+        a = f if sym == "forward" else r if sym == "reverse" else symmetrize_sets(f, r, sym).links
+        links.append(tuple(format_alignment(Alignment(frozenset(x)), index_base, possible=False) for x in (a, f, r)))
+    return links
+
+
+def write_bytes(d, name, data):
+    path = f"{d}/{name}"
+    with open(path, "wb") as f:
+        f.write(data)
+    return path
+
+
+def tricky_corpus(n=300, seed=5):
+    """Cased tokens, escapes, U+3000, repeated spaces, an empty line, a too-long line."""
+    rng = random.Random(seed)
+    words = ["a", "B", "c\\d", "\u3000", "<NULL>", "Éé", "x\ty", "mot", "Mot", "MOT", "z"]
+    src, tgt = [], []
+    for k in range(n):
+        src.append("  ".join(rng.choice(words) for _ in range(rng.randint(1, 12))) if k != 7 else "")
+        tgt.append(" ".join(rng.choice(words) + rng.choice(("", "s")) for _ in range(rng.randint(1, 12))))
+    tgt[11] = " ".join(["w"] * EFLOMAL_MAX_LEN)
+    return src, tgt
+
+
+@pytest.mark.parametrize("sym", ["grow-diag-final-and", "grow-diag", "grow-diag-final", "intersection", "union",
+                                 "forward"])
+def test_files_path_equals_per_sentence_reference(tmp_path, monkeypatch, sym):
+    import eflomal.cython
+    calls = []
+    monkeypatch.setattr(eflomal.cython, "align", fake_eflomal(calls))
+    monkeypatch.setattr("xlpe.align.eflomal._BLOCK", 64)       # several input blocks and output batches
+    monkeypatch.setattr("xlpe.align.eflomal._OUT_BATCH", 50)
+    src, tgt = tricky_corpus()
+    s = write(tmp_path / "c.src", src)
+    t = tmp_path / "c.tgt"
+    t.write_bytes("".join(x + "\r\n" for x in tgt).encode())  # CRLF on one side
+    outs = {k: tmp_path / f"o.{k}" for k in ("out", "fwd", "rev", "scores")}
+    for lower in (False, True):
+        calls.clear()
+        al = EflomalAligner(quiet=True, sym=sym, lowercase=lower, skip_bad=True)
+        stats = al.align_files(s, t, outs["out"], index_base=1, forward_out=outs["fwd"], reverse_out=outs["rev"],
+                               scores_out=outs["scores"])
+        assert stats["skipped_lines"] == [(8, "empty"), (12, "too long")]
+        # eflomal's input: byte-identical to what the per-item path (_prepare + _TextWriter) writes
+        ref_dir = tmp_path / f"ref{lower}"
+        ref_dir.mkdir(exist_ok=True)
+        sw, tw = _TextWriter(str(ref_dir / "s")), _TextWriter(str(ref_dir / "t"))
+        sv, tv = {}, {}
+        from xlpe.align.eflomal import _ids
+        for it in al._prepare((k + 1, a, b, None) for k, (a, b) in enumerate(zip(src, tgt))):
+            if not it.skip:
+                sw.add(_ids(sv, it.src))
+                tw.add(_ids(tv, it.tgt))
+        sw.finish(len(sv))
+        tw.finish(len(tv))
+        assert calls[0] == ((ref_dir / "s").read_bytes(), (ref_dir / "t").read_bytes())
+        # outputs: as the per-sentence code (symmetrize_sets, format_alignment) gives them
+        ref = reference_outputs(calls[0], sym, len(src), {7, 11}, index_base=1)
+        assert outs["out"].read_text().split("\n")[:-1] == [x[0] for x in ref]
+        assert outs["fwd"].read_text().split("\n")[:-1] == [x[1] for x in ref]
+        assert outs["rev"].read_text().split("\n")[:-1] == [x[2] for x in ref]
+        scores = outs["scores"].read_text().splitlines()
+        assert len(scores) == len(src) and scores[7] == "nan\tnan" and scores[0] != "nan\tnan"
+        # the in-memory API gives the same links and scores
+        res = al.align_detailed(src, tgt, scores=True)
+        assert [format_pharaoh(a, 1) for a in res.alignments] == [x[0] for x in ref]
+        assert [format_pharaoh(a, 1) for a in res.forward] == [x[1] for x in ref]
+        assert [f"{x:g}\t{y:g}" for x, y in zip(res.scores_forward, res.scores_reverse)] == scores
+        assert al.align(src, tgt) == res.alignments
+        assert list(al.iter_align(zip(src, tgt))) == res.alignments
+
+
+def format_pharaoh(a, base):
+    from xlpe.io.alignments import format_alignment
+    return format_alignment(a, base, possible=False)
+
+
+def test_chunks_joint_file_and_fit_through_the_fast_path(tmp_path, monkeypatch):
+    import eflomal.cython
+    calls = []
+    monkeypatch.setattr(eflomal.cython, "align", fake_eflomal(calls))
+    monkeypatch.setattr("xlpe.align.eflomal._BLOCK", 7)
+    src, tgt = tricky_corpus(60, seed=9)
+    whole = EflomalAligner(quiet=True, skip_bad=True).align_detailed(src, tgt)
+    # chunks: one eflomal job per 13 pairs, indices continue across chunks
+    calls.clear()
+    res = EflomalAligner(quiet=True, skip_bad=True, chunk_size=13).align_detailed(src, tgt)
+    assert len(calls) == 5 and res.skipped == whole.skipped == [(7, "empty"), (11, "too long")]
+    assert sum(int(c[0].split(b" ")[0]) for c in calls) == 58
+    # a joint file with a malformed line
+    joint = write(tmp_path / "j.txt", [f"{a} ||| {b}" if k != 3 else f"{a} {b}" for k, (a, b) in
+                                       enumerate(zip(src, tgt))])
+    out = tmp_path / "j.align"
+    stats = align_files(joint, None, out, quiet=True, skip_bad=True)
+    assert stats["skipped_lines"] == [(4, "malformed"), (8, "empty"), (12, "too long")]
+    lines = out.read_text().split("\n")[:-1]
+    assert len(lines) == 60 and lines[3] == lines[7] == lines[11] == ""
+    # fit: priors from eflomal's input files and links, as from the items before
+    al = EflomalAligner(quiet=True, skip_bad=True, lowercase=True)
+    al.fit(src, tgt)
+    assert al.n_fit_sentences == 58 and "mot" in al.priors.lex and "Mot" not in al.priors.lex
+    assert "\\u3000" in al.priors.lex or any("\\u3000" in d for d in al.priors.lex.values())
+
+
+def test_line_blocks_match_read_lines(tmp_path):
+    from xlpe.align.eflomal import _line_blocks
+    from xlpe.io.text import read_lines
+    p = tmp_path / "x.txt"
+    p.write_bytes(b"a b\r\nc\n\n\xc3\xa9 \xe3\x80\x80\r\r\nlast")
+    for block in (1, 2, 3, 100):
+        got = [x for b in _line_blocks(p, block) for x in b]
+        assert got == [t for _, t in read_lines(p)]
+    p.write_bytes(b"ok\nok\nbad \xff here\nok\n")
+    for block in (1, 2, 100):
+        with pytest.raises(FormatError) as e1:
+            list(_line_blocks(p, block))
+        with pytest.raises(FormatError) as e2:
+            list(read_lines(p))
+        assert str(e1.value) == str(e2.value) and ":3:" in str(e1.value)
+    with pytest.raises(FormatError, match="file not found"):
+        list(_line_blocks(tmp_path / "missing"))
+
+
+@pytest.mark.parametrize("block", [1, 2, 3, 4, 100])
+def test_line_count_mismatch_at_any_block_boundary(tmp_path, monkeypatch, block):
+    monkeypatch.setattr("xlpe.align.eflomal._BLOCK", block)
+    a = write(tmp_path / "a", ["x y"] * 4)
+    b = write(tmp_path / "b", ["X Y"] * 3)
+    for s, t, short, long_ in ((a, b, b, a), (b, a, b, a)):
+        with pytest.raises(FormatError, match=rf"{short} has 3 lines but {long_} has more") as e:
+            list(EflomalAligner._file_blocks(s, t))
+        assert e.value.line == 4
+
+
+def test_parse_and_format_links():
+    from xlpe.align.eflomal import _format_links, _parse_link_lines
+    from xlpe.io.alignments import format_alignment
+    from xlpe.errors import XlpeError
+    rng = random.Random(3)
+    lines, sets = [], []
+    for _ in range(200):
+        links = {(rng.randrange(1200), rng.randrange(1100)) for _ in range(rng.choice((0, 0, 1, 5, 30)))}
+        order = list(links)
+        rng.shuffle(order)
+        lines.append((" ".join(f"{i}-{j}" for i, j in order) + rng.choice(("", " ")) + "\n").encode())
+        sets.append(links)
+    lines[-1] = lines[-1].rstrip(b"\n")  # last line without a newline
+    ptr, i, j = _parse_link_lines(lines)
+    assert len(ptr) == 201
+    for k, links in enumerate(sets):
+        row = list(zip(i[ptr[k]:ptr[k + 1]].tolist(), j[ptr[k]:ptr[k + 1]].tolist()))
+        assert row == sorted(links)
+    for base in (0, 1):
+        expected = "".join(format_alignment(Alignment(frozenset(x)), base, possible=False) + "\n" for x in sets)
+        assert _format_links((ptr, i, j), base) == expected
+    assert _format_links(_parse_link_lines([b"\n", b"\n"])) == "\n\n"
+    assert _parse_link_lines([])[0].tolist() == [0]
+    ptr, i, j = _parse_link_lines([b"1-1 0-0 1-1\n"])  # a repeated link counts once, as in a set
+    assert ptr.tolist() == [0, 2] and i.tolist() == [0, 1] and j.tolist() == [0, 1]
+    for bad in ([b"0-1 2\n"], [b"0-1 x-2\n"], [b"0 1\n"], [b"0--1\n"]):
+        with pytest.raises(XlpeError, match="unexpected eflomal output"):
+            _parse_link_lines(bad)
+
+
 # --- CLI ----------------------------------------------------------------------------------------------------
 
 def run_cli(argv):

@@ -1,13 +1,19 @@
-"""Symmetrisation (xlpe.align.symmetrize): hand-checked cases and properties.
+"""Symmetrisation (xlpe.align.symmetrize): hand-checked cases, properties, and the vectorised batch
+implementation (symmetrize_batch) against the per-sentence reference (symmetrize_sets).
 
 Notation in the comments: links are (source i, target j); symal scans points as (target, source) keys.
 """
 
+import random
+import sys
+
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from xlpe.align.symmetrize import METHODS, canonical_method, symmetrize, symmetrize_many
+from xlpe.align.symmetrize import (METHODS, canonical_method, csr_links, links_csr, symmetrize, symmetrize_batch,
+                                   symmetrize_many, symmetrize_sets)
 from xlpe.errors import ConfigError
 from xlpe.io.alignments import Alignment
 
@@ -187,3 +193,93 @@ def test_properties_functional(case):
 @given(directional_pair(functional=False))
 def test_properties_arbitrary_link_sets(case):
     _check_properties(*case)
+
+
+# --- the batch implementation equals the reference ---------------------------------------------------------
+
+def _random_pair(rng, max_len=9):
+    m, n = rng.randint(1, max_len), rng.randint(1, max_len)
+    kind = rng.random()
+    if kind < 0.5:  # functional, like IBM-style aligners (eflomal)
+        fwd = {(rng.randrange(m), j) for j in range(n) if rng.random() < 0.8}
+        rev = {(i, rng.randrange(n)) for i in range(m) if rng.random() < 0.8}
+    elif kind < 0.7:  # near-diagonal, with noise: long grow chains
+        fwd = {(j * m // n + rng.choice((-1, 0, 0, 1)), j) for j in range(n)}
+        rev = {(i, i * n // m + rng.choice((-1, 0, 0, 1))) for i in range(m)}
+        fwd = {(i, j) for i, j in fwd if 0 <= i < m}
+        rev = {(i, j) for i, j in rev if 0 <= j < n}
+    else:  # arbitrary link sets of any density
+        d = rng.random()
+        fwd = {(i, j) for i in range(m) for j in range(n) if rng.random() < d}
+        rev = {(i, j) for i in range(m) for j in range(n) if rng.random() < d}
+    return fwd, rev
+
+
+def _check_batch(fwds, revs, **kw):
+    for method in METHODS:
+        got = csr_links(symmetrize_batch(links_csr(fwds), links_csr(revs), method, **kw))
+        assert len(got) == len(fwds)
+        for k, (f, r) in enumerate(zip(fwds, revs)):
+            assert got[k] == symmetrize_sets(set(f), set(r), method).links, (method, k, f, r)
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("lockstep_min", [0, 8])
+def test_batch_equals_reference_on_random_alignments(seed, lockstep_min):
+    rng = random.Random(seed)
+    pairs = [_random_pair(rng, max_len=rng.choice((4, 9, 30))) for _ in range(400)]
+    pairs += [(set(), set()), ({(0, 0)}, set()), (set(), {(2, 3)})]  # empty sides, empty sentences
+    rng.shuffle(pairs)
+    _check_batch([f for f, _ in pairs], [r for _, r in pairs], lockstep_min=lockstep_min)
+
+
+def test_batch_equals_reference_with_small_grids_and_fallback(monkeypatch):
+    # neighbour grids built in many groups, and sentences too big for any grid (left to symmetrize_sets)
+    rng = random.Random(7)
+    pairs = [_random_pair(rng, max_len=rng.choice((3, 12, 40))) for _ in range(300)]
+    for cells in (200, 2000):
+        # (the package re-exports the function symmetrize under the module's name: patch the module itself)
+        monkeypatch.setattr(sys.modules["xlpe.align.symmetrize"], "_GRID_CELLS", cells)
+        _check_batch([f for f, _ in pairs], [r for _, r in pairs], lockstep_min=0)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(directional_pair(functional=True), min_size=1, max_size=12),
+       st.lists(directional_pair(functional=False), max_size=6))
+def test_batch_equals_reference_property(functional, arbitrary):
+    cases = functional + arbitrary
+    _check_batch([f for _, _, f, _ in cases], [r for _, _, _, r in cases], lockstep_min=0)
+
+
+def test_batch_examples_and_output_order():
+    fwds, revs = [SEP_F, DE_EN_FWD, set()], [SEP_R, DE_EN_REV, {(0, 0)}]
+    for method in METHODS:
+        ptr, i, j = symmetrize_batch(links_csr(fwds), links_csr(revs), method)
+        assert ptr.tolist()[0] == 0 and len(ptr) == 4
+        for k in range(3):  # links sorted by (i, j) in each sentence
+            row = list(zip(i[ptr[k]:ptr[k + 1]].tolist(), j[ptr[k]:ptr[k + 1]].tolist()))
+            assert row == sorted(row)
+        assert csr_links((ptr, i, j))[0] == SEP_EXPECTED[method]
+    assert csr_links(symmetrize_batch(links_csr([]), links_csr([]))) == []
+    # duplicates in the input are harmless; aliases accepted
+    dup = (np.array([0, 3]), np.array([0, 0, 1]), np.array([0, 0, 1]))
+    assert csr_links(symmetrize_batch(dup, dup, "gdfa")) == [frozenset({(0, 0), (1, 1)})]
+
+
+def test_batch_errors():
+    one = links_csr([{(0, 0)}])
+    with pytest.raises(ValueError, match="forward has 1 sentences but reverse has 2"):
+        symmetrize_batch(one, links_csr([set(), set()]))
+    with pytest.raises(ValueError, match="negative index"):
+        symmetrize_batch(one, (np.array([0, 1]), np.array([-1]), np.array([0])))
+    with pytest.raises(ValueError, match="malformed CSR"):
+        symmetrize_batch(one, (np.array([0, 2]), np.array([0]), np.array([0])))
+    with pytest.raises(ConfigError):
+        symmetrize_batch(one, one, "grow")
+
+
+def test_links_csr_round_trip():
+    sets = [{(0, 1), (2, 3)}, set(), {(5, 5)}]
+    ptr, i, j = links_csr(sets + [Alignment.from_links([(1, 1)])])
+    assert ptr.tolist() == [0, 2, 2, 3, 4]
+    assert csr_links((ptr, i, j)) == [frozenset(s) for s in sets] + [frozenset({(1, 1)})]
