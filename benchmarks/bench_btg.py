@@ -1,10 +1,17 @@
 """Benchmark of the BTG preorderer on Europarl German→English (SPEC §5): speed, memory and quality.
 
-Trains :class:`xlpe.reorder.btg.BTGPreorderer` on the ComTrans Europarl sample with its automatic
-alignments (``comtrans.auto-align.de-en``: ``i-j``, 0-based, i = German), from lader oracle ranks
-(:func:`xlpe.reorder.oracle.lader_ranks`, default options), and evaluates on the 508 RWTH gold De→En
+Trains :class:`xlpe.reorder.btg.BTGPreorderer` on the ComTrans Europarl sample from lader oracle ranks
+(:func:`xlpe.reorder.oracle.lader_ranks`) of its word alignments, and evaluates on the 508 RWTH gold De→En
 sentences against the ranks of their gold alignments (1-based talp, sure ``i-j`` and possible ``ipj``
 links, all used). Gold sentences that also occur verbatim in the training data are removed from training.
+
+Training alignments (``--align``): ``shipped`` = the corpus' automatic ``comtrans.auto-align.de-en``
+(default, as before); ``eflomal`` = xlpe's own eflomal run (:class:`xlpe.align.eflomal.EflomalAligner`,
+lowercased, on the corpus plus the test text as is standard for alignment; cached in ``--align-cache``
+because eflomal cannot be seeded), symmetrised with ``--sym``; or a Pharaoh file. ``--direction reverse``
+reorders the English side into German order (gold links reversed); ``--data synth:DIR`` runs on an
+``xlpe synth`` folder (train.*, test.src/test.align as gold). ``--pos`` adds HanTa POS tags (optional
+package ``HanTa``) as a factor column.
 
 Prints one JSON object: chunk and τ accuracy (lader ``evaluate-lader`` corpus totals, 0–1) of the identity
 order, of the preorderer and of the oracle order; seconds per training iteration; sentences per second
@@ -23,6 +30,17 @@ The best setting measured (2 CPU cores, 2026-11; identity τ 0.9250, chunk 0.770
 lader's defaults gave τ 0.9243 / chunk 0.7781 after one iteration (326 s, RSS 0.4 GB); the words-only
 averaged perceptron with the τ loss τ 0.9310 after three (112 s/iteration). The automatic alignments are
 noisy: on 1000 held-out training sentences (automatic ranks) no setting beat the identity's τ (0.933).
+
+xlpe's eflomal alignments (2026-11, first 8000 training sentences, 3 iterations, the setting above): they
+train *worse* preorderers than the shipped ones (gold τ 0.9253 with grow-diag-final-and, 0.9239
+intersection, 0.9249 grow-diag, 0.9250 reverse direction only, 0.9233 attach_null=left; shipped 0.9309).
+Their AER on the RWTH gold is 0.267 (lowercased gdfa; 0.275 cased, 0.277 intersection), and their own
+oracle orders of the gold sentences score τ 0.9425, but on the training text they are far more monotone
+than the shipped links or the gold (identity τ 0.949 against eflomal gdfa ranks, 0.920 against the shipped
+ones, 0.925 on gold): rare verbs stay unaligned and ``attach_null`` keeps them in place, so the model
+learns little reordering. The τ loss weight acts as an inverse learning rate of the loss-augmented
+perceptron: ``tau=0.1`` 0.9208/0.9212 (eflomal/shipped), ``tau=0.01`` 0.9186, no loss augmentation
+0.9194 — weight 1 is best of those.
 
 Quick look on a subset::
 
@@ -119,8 +137,120 @@ def rss_mb() -> dict:
     return {"peak_rss_mb": round(me, 1), "peak_rss_children_mb": round(kids, 1)}
 
 
+def eflomal_links(src: list[list[str]], tgt: list[list[str]], cache: Path, *, sym: str,
+                  lowercase: bool = True, stem: int = 0) -> tuple[list[list[tuple[int, int]]], list[float]]:
+    """xlpe's own eflomal alignments of ``src``–``tgt`` (one joint run; cached under ``cache``, because
+    eflomal 2.0 cannot be seeded), symmetrised with ``sym`` (or ``forward``/``reverse``), and eflomal's
+    per-sentence scores (forward + reverse, per token; lower = more probable). ``stem`` > 0 aligns words
+    cut to their first ``stem`` characters (less sparse on a small corpus; link indices do not change)."""
+    from xlpe.align.eflomal import EflomalAligner
+    from xlpe.align.symmetrize import canonical_method, symmetrize_sets
+
+    import hashlib
+    if stem:
+        src = [[w[:stem] for w in s] for s in src]
+        tgt = [[w[:stem] for w in s] for s in tgt]
+    key = hashlib.sha1(json.dumps([src, tgt, lowercase]).encode()).hexdigest()[:12]
+    d = cache / f"eflomal-{key}"
+    if not (d / "scores.txt").exists():
+        d.mkdir(parents=True, exist_ok=True)
+        res = EflomalAligner(sym="forward", lowercase=lowercase, quiet=True).fit(src, tgt, scores=True)
+        for name, als in (("fwd", res.forward), ("rev", res.reverse)):
+            with open(d / f"{name}.txt", "w", encoding="utf-8") as f:
+                f.writelines(" ".join(f"{i}-{j}" for i, j in sorted(a.sure)) + "\n" for a in als)
+        with open(d / "scores.txt", "w", encoding="utf-8") as f:
+            f.writelines(f"{a}\t{b}\n" for a, b in zip(res.scores_forward, res.scores_reverse))
+    fwd, rev = read_links(d / "fwd.txt", 0), read_links(d / "rev.txt", 0)
+    with open(d / "scores.txt", encoding="utf-8") as f:
+        scores = [sum(float(x) for x in line.split("\t")) for line in f]
+    if sym == "forward":
+        return fwd, scores
+    if sym == "reverse":
+        return rev, scores
+    method = canonical_method(sym)
+    return [sorted(symmetrize_sets(set(a), set(b), method).sure) for a, b in zip(fwd, rev)], scores
+
+
+def pos_tags(sents: list[list[str]], lang: str, cache: Path | None) -> list[list[str]]:
+    """POS tags from the HanTa tagger (Wartena 2019; models for German ``ger`` and English ``en`` ship in
+    the package), cached under ``cache``."""
+    import hashlib
+    path = None
+    if cache is not None:
+        key = hashlib.sha1(json.dumps([sents, lang]).encode()).hexdigest()[:12]
+        path = cache / f"hanta-{lang}-{key}.json"
+        if path.exists():
+            return json.loads(path.read_text(encoding="utf-8"))
+    try:
+        from HanTa import HanoverTagger
+    except ImportError:
+        raise SystemExit("--pos needs the HanTa tagger: pip install HanTa") from None
+    tagger = HanoverTagger.HanoverTagger({"ger": "morphmodel_ger.pgz", "en": "morphmodel_en.pgz"}[lang])
+    tags = [[t.replace("|", "/") for t in tagger.tag_sent(s, taglevel=0)] if s else [] for s in sents]
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(tags), encoding="utf-8")
+    return tags
+
+
+def load_data(args) -> dict:
+    """Training source sentences and links, test source sentences and gold links, for ``--data``."""
+    if args.data == "europarl":
+        europarl = DATA / "europarl-comtrans-de-en"
+        gold = DATA / "word-alignment-gold" / "deen"
+        src, tgt = read_tokens(europarl / "comtrans.de"), read_tokens(europarl / "comtrans.en")
+        g_src, g_tgt = read_tokens(gold / "deen.de"), read_tokens(gold / "deen.en")
+        g_al = read_links(gold / "deen.talp", base=1)
+        shipped = europarl / "comtrans.auto-align.de-en"
+    else:
+        folder = Path(args.data.partition(":")[2])
+        src, tgt = read_tokens(folder / "train.src"), read_tokens(folder / "train.tgt")
+        g_src, g_tgt = read_tokens(folder / "test.src"), read_tokens(folder / "test.tgt")
+        g_al = read_links(folder / "test.align", base=0)
+        shipped = folder / "train.align"
+    scores = None
+    if args.align == "shipped":
+        al = read_links(shipped, base=0)
+    elif args.align == "eflomal":
+        # eflomal on the training corpus plus the test sentences (standard practice for alignment; the
+        # test's gold alignments are never seen)
+        links, scores = eflomal_links(src + g_src, tgt + g_tgt, Path(args.align_cache), sym=args.sym,
+                                      lowercase=not args.cased_alignment, stem=args.align_stem)
+        al, scores = links[: len(src)], scores[: len(src)]
+    else:
+        al = read_links(Path(args.align), base=0)[: len(src)]
+    if len(al) != len(src):
+        raise SystemExit(f"{len(al)} alignment lines for {len(src)} training sentences")
+    if args.direction == "reverse":  # reorder the target-language side into source order
+        src, g_src = tgt, g_tgt
+        al = [[(j, i) for i, j in a] for a in al]
+        g_al = [[(j, i) for i, j in a] for a in g_al]
+    return {"src": src, "al": al, "scores": scores, "g_src": g_src, "g_al": g_al}
+
+
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", default="europarl",
+                    help="'europarl' (ComTrans train, RWTH gold test) or 'synth:DIR' (an `xlpe synth` folder: "
+                         "train.* to train, test.src/test.align as gold)")
+    ap.add_argument("--direction", default="forward", choices=["forward", "reverse"],
+                    help="forward: reorder the source side (German) into target (English) order; reverse: "
+                         "the target side into source order (En->De), gold links reversed")
+    ap.add_argument("--align", default="shipped",
+                    help="training alignments: 'shipped' (europarl: comtrans.auto-align; synth: gold "
+                         "train.align), 'eflomal' (xlpe's eflomal on train + test text, see --sym), or a "
+                         "0-based Pharaoh file whose first lines belong to the training sentences")
+    ap.add_argument("--sym", default="grow-diag-final-and",
+                    help="symmetrisation of the eflomal links (intersection, grow-diag, grow-diag-final-and, "
+                         "union, forward, reverse)")
+    ap.add_argument("--align-stem", type=int, default=0,
+                    help="with --align eflomal: align words cut to their first N characters (0 = whole words)")
+    ap.add_argument("--cased-alignment", action="store_true", help="align cased text (default: lowercased)")
+    ap.add_argument("--align-cache", default=os.path.join(os.environ.get("XDG_CACHE_HOME", "/tmp"), "xlpe-bench-btg"),
+                    help="folder caching the eflomal alignments (eflomal cannot be seeded)")
+    ap.add_argument("--drop-worst", type=float, default=0.0,
+                    help="with --align eflomal: drop this fraction of training pairs with the worst eflomal "
+                         "score (per-token forward + reverse)")
     ap.add_argument("--train-limit", type=int, default=0, help="use the first N training sentences (0 = all)")
     ap.add_argument("--iterations", type=int, default=3)
     ap.add_argument("--processes", type=int, default=2, help="worker processes when applying the model")
@@ -133,29 +263,40 @@ def main(argv=None) -> dict:
     ap.add_argument("--mira-c", type=float, default=BTGConfig.mira_c)
     ap.add_argument("--cost", type=float, default=BTGConfig.cost)
     ap.add_argument("--average", action="store_true", help="predict with averaged weights")
+    ap.add_argument("--no-loss-augmented", action="store_true",
+                    help="update towards the oracle from the plain best derivation (not score + loss)")
     ap.add_argument("--attach-null", default="right", choices=["right", "left"])
     ap.add_argument("--shape-factor", action="store_true",
                     help="add a second factor column (case + suffix) as a stand-in for word classes")
     ap.add_argument("--classes", default="",
                     help="comma-separated K: add one factor column of K induced word classes per K "
                          "(k-means on neighbour counts; a stand-in for mkcls)")
+    ap.add_argument("--pos", action="store_true",
+                    help="add a factor column of POS tags from the HanTa tagger (optional package `HanTa`; "
+                         "STTS for German, Penn tags for English)")
     ap.add_argument("--extra-templates", default="",
                     help="comma-separated templates added to the word templates, e.g. 'P%%SP%%ET'")
+    ap.add_argument("--extra-factor-templates", default="",
+                    help="comma-separated templates added to the templates of the factor columns")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--save", default="", help="save the trained model to this directory")
     ap.add_argument("--progress", action="store_true")
     args = ap.parse_args(argv)
 
-    europarl = DATA / "europarl-comtrans-de-en"
-    gold = DATA / "word-alignment-gold" / "deen"
-    de = read_tokens(europarl / "comtrans.de")
-    al = read_links(europarl / "comtrans.auto-align.de-en", base=0)
-    g_de = read_tokens(gold / "deen.de")
-    g_al = read_links(gold / "deen.talp", base=1)
+    data = load_data(args)
+    de, al, g_de, g_al = data["src"], data["al"], data["g_src"], data["g_al"]
 
     gold_set = {" ".join(s) for s in g_de}
     keep = [k for k, s in enumerate(de) if " ".join(s) not in gold_set]
     excluded = len(de) - len(keep)
+    dropped = 0
+    if args.drop_worst:
+        if data["scores"] is None:
+            raise SystemExit("--drop-worst needs --align eflomal")
+        sc = np.array([data["scores"][k] for k in keep])
+        cut = np.quantile(sc, 1.0 - args.drop_worst)
+        kept = [k for k, v in zip(keep, sc) if v <= cut]
+        dropped, keep = len(keep) - len(kept), kept
     if args.train_limit:
         keep = keep[: args.train_limit]
     t0 = time.perf_counter()
@@ -167,14 +308,26 @@ def main(argv=None) -> dict:
     class_sizes = [int(k) for k in args.classes.split(",") if k]
     class_maps = [induce_classes(tr_words, k=k, seed=args.seed) for k in class_sizes]
 
-    def annotate(sents):
-        if not args.shape_factor and not class_maps:
+    tag_seconds = tag_tokens = 0.0
+    if args.pos:
+        lang = {"forward": "ger", "reverse": "en"}[args.direction]
+        all_tags = pos_tags(de, lang, Path(args.align_cache))
+        tr_tags = [all_tags[k] for k in keep]
+        g_tags = pos_tags(g_de, lang, Path(args.align_cache))
+        t0 = time.perf_counter()
+        pos_tags(g_de, lang, None)  # uncached: the tagging speed on the test set
+        tag_seconds, tag_tokens = time.perf_counter() - t0, sum(map(len, g_de))
+
+    def annotate(sents, tags=None):
+        if not args.shape_factor and not class_maps and not args.pos:
             return sents
         out = []
-        for s in sents:
+        for k, s in enumerate(sents):
             toks = []
-            for w in s:
+            for p, w in enumerate(s):
                 cols = [w]
+                if args.pos:
+                    cols.append(tags[k][p])
                 for classes in class_maps:
                     cols.append(classes.get(w) or "u" + shape_factor(w))
                 if args.shape_factor:
@@ -184,24 +337,27 @@ def main(argv=None) -> dict:
         return out
 
     extra = tuple(t for t in args.extra_templates.split(",") if t)
-    cfg = BTGConfig(templates=BTGConfig.templates + extra, beam=args.beam, loss=args.loss,
+    fextra = tuple(t for t in args.extra_factor_templates.split(",") if t)
+    cfg = BTGConfig(templates=BTGConfig.templates + extra, factor_templates=BTGConfig.factor_templates + fextra,
+                    beam=args.beam, loss=args.loss,
                     hash_bits=args.hash_bits, max_term=args.max_term, max_len=args.max_len,
                     learner=args.learner, cost=args.cost, mira_c=args.mira_c, average=args.average,
-                    seed=args.seed, factors=1 + bool(args.shape_factor) + len(class_maps))
+                    loss_augmented=not args.no_loss_augmented,
+                    seed=args.seed, factors=1 + bool(args.pos) + bool(args.shape_factor) + len(class_maps))
     model = BTGPreorderer(cfg)
     t0, c0 = time.perf_counter(), time.process_time()
-    hist = model.train(annotate(tr_words), tr_ranks, iterations=args.iterations, progress=args.progress,
+    hist = model.train(annotate(tr_words, tr_tags if args.pos else None), tr_ranks, iterations=args.iterations, progress=args.progress,
                        early_stop=False)
     t_train, c_train = time.perf_counter() - t0, time.process_time() - c0
     if args.save:
         model.save(args.save)
 
-    g_in = annotate(g_de)
+    g_in = annotate(g_de, g_tags if args.pos else None)
     t0 = time.perf_counter()
     orders = model.predict_many(g_in, processes=args.processes)
     t_apply = time.perf_counter() - t0
     # a longer apply run for a steadier speed figure: the training sentences (first 2000)
-    speed_in = annotate(tr_words[:2000])
+    speed_in = annotate(tr_words[:2000], tr_tags[:2000] if args.pos else None)
     t0 = time.perf_counter()
     model.predict_many(speed_in, processes=args.processes)
     t_apply2 = time.perf_counter() - t0
@@ -212,8 +368,13 @@ def main(argv=None) -> dict:
     result = {
         "command": " ".join([os.path.basename(sys.executable), *sys.argv]),
         "config": cfg.to_dict() | {"templates": "default" + ("+" + ",".join(extra) if extra else ""),
-                                   "factor_templates": "default"},
+                                   "factor_templates": "default" + ("+" + ",".join(fextra) if fextra else "")},
+        "classes": args.classes, "shape_factor": args.shape_factor,
+        "data": args.data, "direction": args.direction, "align": args.align,
+        "sym": args.sym if args.align == "eflomal" else None,
+        "align_stem": args.align_stem if args.align == "eflomal" else None, "attach_null": args.attach_null,
         "train_sentences": len(keep),
+        "dropped_worst": dropped,
         "train_used": hist[0]["sentences"] if hist else 0,
         "train_skipped_long": hist[0]["skipped"] if hist else 0,
         "gold_excluded_from_train": excluded,
@@ -224,6 +385,7 @@ def main(argv=None) -> dict:
         "apply_gold_sentences_per_s": round(len(g_in) / t_apply, 1),
         "apply_train2000_sentences_per_s": round(len(speed_in) / t_apply2, 1),
         "processes": args.processes,
+        "pos_tagging_sentences_per_s": round(len(g_de) / tag_seconds, 1) if args.pos else None,
         "gold_identity": {k: identity[k] for k in ("tau", "chunk", "tau_sent", "chunk_sent")},
         "gold_preorder": {k: system[k] for k in ("tau", "chunk", "tau_sent", "chunk_sent")},
         "gold_oracle": {k: oracle[k] for k in ("tau", "chunk")},

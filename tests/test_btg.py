@@ -220,3 +220,56 @@ def test_averaged_weights_are_the_mean_of_all_iterates(learner, cost):
     m.train(sents, ranks, iterations=2, progress=False, early_stop=False)
     assert steps == 40
     np.testing.assert_allclose(m.weights, total / steps, rtol=0, atol=1e-9 * np.abs(total / steps).max())
+
+
+# --- benchmarks/bench_btg.py on the built-in pair ----------------------------------------------
+
+def _bench():
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_btg.py"
+    spec = importlib.util.spec_from_file_location("bench_btg", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def synth_dir(tmp_path_factory):
+    from xlpe.data.synthetic import SyntheticConfig, synth
+    d = tmp_path_factory.mktemp("syn_bench")
+    synth(d, SyntheticConfig(profile="sov", seed=5, max_len=12), sizes={"train": 300, "test": 40})
+    return d
+
+
+BENCH_ARGS = ["--iterations", "3", "--learner", "perceptron", "--average", "--loss", "tau=1", "--processes", "1",
+              "--hash-bits", "16"]
+
+
+def test_bench_on_the_builtin_pair_with_gold_alignments(synth_dir, tmp_path, capsys):
+    r = _bench().main(["--data", f"synth:{synth_dir}", "--align-cache", str(tmp_path), *BENCH_ARGS])
+    assert r["train_sentences"] == 300 and r["direction"] == "forward"
+    assert r["gold_oracle"]["tau"] == 1.0
+    assert r["gold_preorder"]["tau"] > r["gold_identity"]["tau"] + 0.05
+
+
+def test_bench_reverse_direction_with_eflomal_stems_and_filtering(synth_dir, tmp_path, capsys):
+    from xlpe.align.eflomal import eflomal_available
+    if not eflomal_available():
+        pytest.skip("eflomal is not installed")
+    bench = _bench()
+    args = ["--data", f"synth:{synth_dir}", "--align", "eflomal", "--align-stem", "4", "--sym", "intersection",
+            "--direction", "reverse", "--drop-worst", "0.1", "--align-cache", str(tmp_path), *BENCH_ARGS]
+    r = bench.main(args)
+    assert r["direction"] == "reverse" and r["align_stem"] == 4 and r["sym"] == "intersection"
+    assert r["dropped_worst"] == 30 and r["train_sentences"] == 270
+    # the reverse direction reorders the (SOV) target side: its gold is the reversed gold alignment
+    tgt = [line.split() for line in (synth_dir / "test.tgt").read_text().splitlines()]
+    assert r["gold_oracle"]["tau"] == 1.0 and r["gold_identity"]["tau"] < 0.9
+    assert sum(map(len, tgt)) > 0
+    assert r["gold_preorder"]["tau"] > r["gold_identity"]["tau"]
+    cached = sorted(tmp_path.glob("eflomal-*/fwd.txt"))
+    assert len(cached) == 1  # eflomal ran once on train + test, stems cached
+    before = cached[0].stat().st_mtime_ns
+    bench.main(args)  # the second run reuses the cached alignments (eflomal cannot be seeded)
+    assert cached[0].stat().st_mtime_ns == before
