@@ -342,6 +342,7 @@ def main() -> None:
     a = ap.parse_args()
     if a.warmup_updates % 10 or a.updates % 10 or a.bf16_updates % 10:
         ap.error("--warmup-updates, --updates and --bf16-updates must be multiples of 10 (the log interval)")
+    machine = mb.machine_state()
     data, work = a.data.resolve(), a.work.resolve()
     use_fairseq = "fairseq" in a.systems or a.only == "decode"
     prep = mb.prepare(data, work, venv=a.fairseq_venv if use_fairseq else None, threads=a.threads)
@@ -350,7 +351,7 @@ def main() -> None:
     report: dict = {"benchmark": "bench_fairseq_peer", "command": [sys.executable, *sys.argv],
                     "threads": a.threads, "torch": torch.__version__,
                     "cpu_capability": torch.backends.cpu.get_cpu_capability(), "machine": platform.processor() or
-                    platform.machine(), "data": str(data), "work": str(work)}
+                    platform.machine(), "data": str(data), "work": str(work), "machine_at_start": machine}
     with open("/proc/cpuinfo") as f:
         for line in f:
             if line.startswith("model name"):

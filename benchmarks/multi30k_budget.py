@@ -149,6 +149,22 @@ def run(cmd: list[str], *, log: Path | None = None, env: dict | None = None, cwd
     return res
 
 
+def machine_state() -> dict:
+    """What else the machine was doing when a timed run started: a timed run is only meaningful on an otherwise
+    idle machine. ``nice`` does not protect it where the kernel groups processes by session
+    (``sched_autogroup_enabled`` = 1): a nice-19 job started from another shell then still takes a full core.
+    Another runnable process also stalls the threads of a 2-thread OpenMP run at every barrier."""
+    state: dict = {"loadavg_1_5_15": [round(x, 2) for x in os.getloadavg()], "cpus": os.cpu_count()}
+    try:
+        state["sched_autogroup_enabled"] = int(Path("/proc/sys/kernel/sched_autogroup_enabled").read_text())
+    except (OSError, ValueError):
+        pass
+    if state["loadavg_1_5_15"][0] > 0.5:
+        print(f"warning: load average {state['loadavg_1_5_15'][0]} at the start of a timed run: other work on this "
+              "machine will lower the measured speed", file=sys.stderr)
+    return state
+
+
 def xlpe_cmd(*args) -> list[str]:
     return [sys.executable, "-m", "xlpe.cli", *map(str, args)]
 
@@ -354,6 +370,7 @@ def main(argv: list[str] | None = None) -> dict:
     a = ap.parse_args(argv)
     if a.system == "fairseq" and a.amp != "none":
         ap.error("--amp bf16 is measured for xlpe only")
+    machine = machine_state()
     data, work = a.data.resolve(), a.work.resolve()
     prep = prepare(data, work, vocab=a.vocab_size, venv=a.fairseq_venv if a.system == "fairseq" else None,
                    threads=a.threads)
@@ -414,7 +431,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     report = {"benchmark": "multi30k_budget", "system": a.system,
               "pe": a.pe if a.system == "xlpe" else "sinusoidal (fairseq transformer)", "amp": a.amp,
-              "minutes": a.minutes, "threads": a.threads, "data": str(data), "work": str(work), "run_dir": str(out),
+              "minutes": a.minutes, "threads": a.threads, "machine_at_start": machine, "data": str(data), "work": str(work), "run_dir": str(out),
               "beam": a.beam, "lenpen": a.lenpen, "max_len_a": a.max_len_a, "max_len_b": a.max_len_b,
               "command": [sys.executable, *sys.argv] if argv is None else [sys.executable, __file__, *argv],
               "peak_rss_mb": max(s["peak_rss_mb"] for s in segments.values()),
