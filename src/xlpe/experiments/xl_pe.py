@@ -633,6 +633,10 @@ def render_report(cfg: XLConfig, results: dict, tables: set[str]) -> str:
             sp = v.get("speed_vs_baseline")
             L.append(f"| {label} | {v['params']:,} | " + " | ".join(cells) +
                      f" | {_fmt(v['tests'][tests[0]]['chrf'])} | {'—' if sp is None else f'{sp:.2f}×'} |")
+        L += ["", "tok/s: median of each run's own training log relative to the baseline's"
+              + (f"; {e.jobs} runs shared the machine at a time, so this is a rough figure: for the cost of each "
+                 "encoding use `benchmarks/bench_nn_pe.py` (interleaved rounds, medians)" if e.jobs > 1 else "")
+              + "."]
     if "table1" in tables:
         labels = {"baseline": "baseline (APE)", "rpe": "+RPE", "xl": "XL PE only", "inxl": "+InXL",
                   "headxl": "+HeadXL", "combination": "+Combination"}
