@@ -308,6 +308,7 @@ def _plot_nmt(results: dict, path: Path) -> None:
     err = [results[n].get("bleu_ci", 0) for n in names]
     ax.bar(names, vals, yerr=err, color="#4878a8", capsize=4)
     ax.set(title="test BLEU by source position encoding", ylabel="BLEU")
+    ax.tick_params(axis="x", labelrotation=30)   # long names (combination) would run into each other
     fig.tight_layout()
     tmp = path.with_suffix(".tmp.png")
     fig.savefig(tmp, dpi=110)

@@ -702,6 +702,7 @@ def plot_figures(cfg: XLConfig, summary: dict, plots: Path) -> None:
         ax.bar(list(dict.fromkeys(names)), [systems[n]["tests"][test]["bleu"][0] for n in dict.fromkeys(names)],
                yerr=[systems[n]["tests"][test]["bleu"][1] for n in dict.fromkeys(names)], capsize=4, color="#4878a8")
         ax.set(ylabel=f"BLEU ({test})", title="Table 1")
+        ax.tick_params(axis="x", labelrotation=30)
         fig.tight_layout()
         tmp = plots / ".table1.tmp.png"
         fig.savefig(tmp, dpi=110)
