@@ -991,18 +991,8 @@ class EflomalAligner:
                         skipped.append((k + off, self._malformed(per[off])))
                         continue
                     spath, tpath = per[off]
-                if isinstance(s, str):
-                    s = s.split(" ")
-                    if "" in s:
-                        s = [x for x in s if x]
-                else:
-                    s = list(s)
-                if isinstance(t, str):
-                    t = t.split(" ")
-                    if "" in t:
-                        t = [x for x in t if x]
-                else:
-                    t = list(t)
+                s = tokenize(s) if isinstance(s, str) else list(s)
+                t = tokenize(t) if isinstance(t, str) else list(t)
                 ns, nt = len(s), len(t)
                 if not ns or not nt or ns >= max_len or nt >= max_len:
                     skipped.append((k + off, self._problem(s, t, lineno + off, spath, tpath)))
