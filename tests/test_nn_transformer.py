@@ -49,6 +49,30 @@ def test_presets_and_round_trip():
         tiny(tgt_vocab_size=20, share_embeddings=True)
 
 
+def test_weight_initialisations():
+    """``init="xavier"``: Glorot-uniform everywhere, zero biases; ``init="fairseq"``: Q/K/V Glorot with gain
+    1/sqrt(2), output projection Glorot, feed-forward PyTorch's default ±1/sqrt(fan_in) (biases included)."""
+    torch.manual_seed(0)
+    d, ff = 64, 256
+    glorot = (6 / (d + d)) ** 0.5
+    for init in ("xavier", "fairseq"):
+        layer = build_model(tiny(d_model=d, n_heads=4, d_ff=ff, init=init)).encoder.layers[0]
+        a, f = layer.self_attn, layer.ffn.net
+        q_bound = glorot * (2 ** -0.5 if init == "fairseq" else 1.0)
+        for lin, bound in ((a.q_proj, q_bound), (a.v_proj, q_bound), (a.out_proj, glorot)):
+            w = lin.weight.abs().max().item()
+            assert 0.95 * bound < w <= bound and not lin.bias.any()
+        fc1, fc2 = f[0], f[3]
+        if init == "xavier":
+            assert 0.95 * (6 / (d + ff)) ** 0.5 < fc2.weight.abs().max() <= (6 / (d + ff)) ** 0.5
+            assert not fc1.bias.any() and not fc2.bias.any()
+        else:
+            assert 0.95 * ff ** -0.5 < fc2.weight.abs().max() <= ff ** -0.5
+            assert 0.9 * d ** -0.5 < fc1.bias.abs().max() <= d ** -0.5
+    with pytest.raises(ConfigError, match="init must be one of"):
+        tiny(init="kaiming")
+
+
 def expected_parameters(c: TransformerConfig) -> int:
     """Parameter count written out from the architecture (Vaswani §3), for a config without plugins but rpe."""
     d, ff = c.d_model, c.d_ff

@@ -42,6 +42,10 @@ def relative_tables(rel: Sequence[RelativeTerms]) -> tuple[Tensor | None, Tensor
     return a_k, a_v
 
 
+#: weight initialisations of the attention and feed-forward projections (``TransformerConfig.init``)
+INITS = ("xavier", "fairseq")
+
+
 class MultiheadAttention(nn.Module):
     """Scaled dot-product attention over ``n_heads`` heads, batch first.
 
@@ -49,19 +53,25 @@ class MultiheadAttention(nn.Module):
         d_model: model width ``d``; ``d_k = d_v = d / n_heads``.
         n_heads: number of heads ``H``.
         dropout: dropout on the attention weights.
+        init: ``"xavier"`` (Glorot-uniform for all four projections, as tensor2tensor) or ``"fairseq"``
+            (fairseq 0.12: Q, K, V Glorot-uniform with gain 1/sqrt(2), output projection Glorot-uniform).
+            Biases start at zero in both.
 
     Verified in ``tests/test_nn_attention.py`` against a per-head loop written from Vaswani Eq. 1 (SDPA and
     explicit paths agree), and in ``tests/test_nn_rpe.py`` against a naive loop over (i, j) for Shaw's terms.
     """
 
-    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0):
+    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, init: str = "fairseq"):
         super().__init__()
         if d_model % n_heads:
             raise ConfigError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
+        if init not in INITS:
+            raise ConfigError(f"unknown init {init!r}; valid: {', '.join(INITS)}")
         self.n_heads, self.d_k, self.dropout = n_heads, d_model // n_heads, dropout
         self.q_proj, self.k_proj, self.v_proj, self.out_proj = (nn.Linear(d_model, d_model) for _ in range(4))
+        qkv_gain = 2 ** -0.5 if init == "fairseq" else 1.0
         for lin in (self.q_proj, self.k_proj, self.v_proj, self.out_proj):
-            nn.init.xavier_uniform_(lin.weight)
+            nn.init.xavier_uniform_(lin.weight, gain=1.0 if lin is self.out_proj else qkv_gain)
             nn.init.zeros_(lin.bias)
 
     def _split(self, x: Tensor) -> Tensor:  # (B, T, d) -> (B, H, T, d_k)
@@ -151,18 +161,26 @@ class MultiheadAttention(nn.Module):
 
 
 class FeedForward(nn.Module):
-    """Position-wise feed-forward network ``W_2 act(W_1 x + b_1) + b_2`` (Vaswani Eq. 2)."""
+    """Position-wise feed-forward network ``W_2 act(W_1 x + b_1) + b_2`` (Vaswani Eq. 2).
 
-    def __init__(self, d_model: int, d_ff: int, activation: str = "relu", activation_dropout: float = 0.0):
+    ``init``: ``"xavier"`` (Glorot-uniform weights, zero biases) or ``"fairseq"`` (PyTorch's default
+    ``nn.Linear`` initialisation, which fairseq 0.12's Transformer layers keep: weights and biases
+    uniform in ``±1/sqrt(fan_in)``)."""
+
+    def __init__(self, d_model: int, d_ff: int, activation: str = "relu", activation_dropout: float = 0.0,
+                 init: str = "fairseq"):
         super().__init__()
         acts = {"relu": nn.ReLU, "gelu": nn.GELU}
         if activation not in acts:
             raise ConfigError(f"unknown activation {activation!r}; valid: {', '.join(acts)}")
+        if init not in INITS:
+            raise ConfigError(f"unknown init {init!r}; valid: {', '.join(INITS)}")
         self.net = nn.Sequential(nn.Linear(d_model, d_ff), acts[activation](), nn.Dropout(activation_dropout),
                                  nn.Linear(d_ff, d_model))
-        for lin in (self.net[0], self.net[3]):
-            nn.init.xavier_uniform_(lin.weight)
-            nn.init.zeros_(lin.bias)
+        if init == "xavier":
+            for lin in (self.net[0], self.net[3]):
+                nn.init.xavier_uniform_(lin.weight)
+                nn.init.zeros_(lin.bias)
 
     def forward(self, x: Tensor) -> Tensor:
         return self.net(x)
@@ -175,8 +193,8 @@ class EncoderLayer(nn.Module):
     def __init__(self, cfg: "TransformerConfig"):
         super().__init__()
         self.pre_norm = cfg.pre_norm
-        self.self_attn = MultiheadAttention(cfg.d_model, cfg.n_heads, cfg.attn_dropout)
-        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, cfg.activation_dropout)
+        self.self_attn = MultiheadAttention(cfg.d_model, cfg.n_heads, cfg.attn_dropout, cfg.init)
+        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, cfg.activation_dropout, cfg.init)
         self.norm1, self.norm2 = nn.LayerNorm(cfg.d_model), nn.LayerNorm(cfg.d_model)
         self.drop = nn.Dropout(cfg.dropout)
 
@@ -198,9 +216,9 @@ class DecoderLayer(nn.Module):
     def __init__(self, cfg: "TransformerConfig"):
         super().__init__()
         self.pre_norm = cfg.pre_norm
-        self.self_attn = MultiheadAttention(cfg.d_model, cfg.n_heads, cfg.attn_dropout)
-        self.cross_attn = MultiheadAttention(cfg.d_model, cfg.n_heads, cfg.attn_dropout)
-        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, cfg.activation_dropout)
+        self.self_attn = MultiheadAttention(cfg.d_model, cfg.n_heads, cfg.attn_dropout, cfg.init)
+        self.cross_attn = MultiheadAttention(cfg.d_model, cfg.n_heads, cfg.attn_dropout, cfg.init)
+        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, cfg.activation_dropout, cfg.init)
         self.norm1, self.norm2, self.norm3 = (nn.LayerNorm(cfg.d_model) for _ in range(3))
         self.drop = nn.Dropout(cfg.dropout)
 
