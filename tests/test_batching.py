@@ -36,6 +36,28 @@ def test_budget_respected_and_every_index_once(bucket, max_sentences):
         assert sorted(seen) == list(range(len(lengths)))      # each index exactly once per epoch
 
 
+@pytest.mark.parametrize("bucket", [True, False])
+def test_batch_multiple_rounds_full_batches_like_fairseq(bucket):
+    """``batch_multiple=8``: a batch cut because it was full holds a multiple of 8 sentences (or fewer than 8),
+    the rest starting the next batch; the budget and the coverage still hold, and there are more batches."""
+    lengths = np.random.default_rng(1).integers(1, 30, size=3000)
+    plain = TokenBatchSampler(lengths, 400, seed=2, bucket=bucket, shuffle=False)
+    s = TokenBatchSampler(lengths, 400, seed=2, bucket=bucket, shuffle=False, batch_multiple=8)
+    batches = s.batches()
+    for b in batches:
+        assert len(b) * lengths[b].max() <= 400
+    if bucket:   # sorted lengths: every batch but the last was cut when full
+        assert all(len(b) % 8 == 0 or len(b) < 8 for b in batches[:-1])
+        assert sum(len(b) % 8 != 0 for b in batches[:-1]) <= 2
+    assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
+    assert len(batches) > len(plain.batches())
+    assert TokenBatchSampler(lengths, 400, bucket=bucket, batch_multiple=1, shuffle=False).batches() == plain.batches()
+    with pytest.raises(ConfigError, match="batch_multiple"):
+        TokenBatchSampler(lengths, 400, batch_multiple=0)
+    with pytest.raises(ConfigError, match="batch_multiple=8, now 1"):
+        plain.load_state_dict(s.state_dict())
+
+
 def test_bucketing_reduces_padding():
     lengths = _lengths(2000)
 

@@ -486,6 +486,8 @@ class TokenBatchSampler:
         lengths: the padded cost of each example (:attr:`ParallelData.num_tokens`).
         max_tokens: the token budget of one batch, padding included.
         max_sentences: an optional cap on the batch's sentence count.
+        batch_multiple: when a batch is full, cut it to the largest multiple of this many sentences and carry
+            the rest into the next batch (fairseq's ``--required-batch-size-multiple``, 8 there); 1 = no rounding.
         shuffle: shuffle the batch order (and, with ``bucket``, break length ties at random) every epoch.
         seed: the batches of epoch ``e`` are a pure function of ``(seed, e)``.
         bucket: sort by length before cutting batches (little padding); without it batches follow the
@@ -499,7 +501,8 @@ class TokenBatchSampler:
     """
 
     def __init__(self, lengths: Sequence[int] | np.ndarray, max_tokens: int, *, max_sentences: int | None = None,
-                 shuffle: bool = True, seed: int = 0, bucket: bool = True, num_replicas: int = 1, rank: int = 0):
+                 shuffle: bool = True, seed: int = 0, bucket: bool = True, num_replicas: int = 1, rank: int = 0,
+                 batch_multiple: int = 1):
         self.lengths = np.asarray(lengths, dtype=np.int64)
         if max_tokens <= 0:
             raise ConfigError(f"max_tokens must be positive, got {max_tokens}")
@@ -511,7 +514,9 @@ class TokenBatchSampler:
                               "raise max_tokens or lower the length limit")
         if not 0 <= rank < num_replicas:
             raise ConfigError(f"rank {rank} is not in 0..{num_replicas - 1}")
-        self.max_tokens, self.max_sentences = int(max_tokens), max_sentences
+        if batch_multiple < 1:
+            raise ConfigError(f"batch_multiple must be >= 1, got {batch_multiple}")
+        self.max_tokens, self.max_sentences, self.batch_multiple = int(max_tokens), max_sentences, int(batch_multiple)
         self.shuffle, self.seed, self.bucket = shuffle, int(seed), bucket
         self.num_replicas, self.rank = num_replicas, rank
         self.epoch, self.position = 0, 0
@@ -524,13 +529,20 @@ class TokenBatchSampler:
         if self.bucket:
             order = order[np.argsort(self.lengths[order], kind="stable")]
         lens = self.lengths[order].tolist()
-        cap = self.max_sentences or n
+        cap, mult = self.max_sentences or n, self.batch_multiple
         batches, start, longest = [], 0, 0
         for k, ln in enumerate(lens):
             m = max(longest, ln)
             if k > start and ((k - start + 1) * m > self.max_tokens or k - start >= cap):
-                batches.append(order[start:k])
-                start, m = k, ln
+                size = k - start
+                if size > mult:
+                    size -= size % mult            # the rest [start + size, k) is carried over
+                batches.append(order[start:start + size])
+                start += size
+                m = max(lens[start:k + 1])
+                if (k - start + 1) * m > self.max_tokens:    # carried rest + this one would not fit
+                    batches.append(order[start:k])
+                    start, m = k, ln
             longest = m
         batches.append(order[start:])
         if self.shuffle:
@@ -567,11 +579,13 @@ class TokenBatchSampler:
 
     def state_dict(self) -> dict:
         return {"epoch": self.epoch, "position": self.position, "seed": self.seed, "max_tokens": self.max_tokens,
+                "batch_multiple": self.batch_multiple,
                 "num_examples": len(self.lengths), "num_replicas": self.num_replicas}
 
     def load_state_dict(self, state: Mapping) -> None:
         """Continue where ``state`` stopped. The data, seed and budget must be the same as when it was saved."""
-        for key, mine in (("num_examples", len(self.lengths)), ("seed", self.seed), ("max_tokens", self.max_tokens)):
+        for key, mine in (("num_examples", len(self.lengths)), ("seed", self.seed), ("max_tokens", self.max_tokens),
+                          ("batch_multiple", self.batch_multiple)):
             if key in state and int(state[key]) != mine:
                 raise ConfigError(f"cannot resume the batch order: it was made with {key}={state[key]}, now {mine}")
         self.epoch, self.position = int(state["epoch"]), int(state["position"])

@@ -135,6 +135,8 @@ class TrainConfig:
     # batching
     max_tokens: int = _opt(4096, "token budget of one batch, padding included (per process)")
     max_sentences: int | None = _opt(None, "cap on sentences per batch")
+    batch_multiple: int = _opt(1, "round full batches down to a multiple of this many sentences, the rest going "
+                                  "to the next batch (fairseq's --required-batch-size-multiple, 8 there)")
     update_freq: int = _opt(1, "accumulate gradients over this many batches per update")
     bucket: bool = _opt(True, "batch sentences of similar length together")
     # stopping
@@ -191,7 +193,7 @@ class TrainConfig:
 #: the fields whose change on resumption would change what the remaining run computes
 _RESUME_FIXED = ("seed", "lr", "betas", "adam_eps", "weight_decay", "schedule", "warmup", "warmup_init_lr",
                  "label_smoothing", "clip_norm", "aux_weights", "max_tokens", "max_sentences", "update_freq",
-                 "bucket", "amp")
+                 "bucket", "amp", "batch_multiple")
 
 
 @dataclass
@@ -482,7 +484,7 @@ def train(model_cfg, train_cfg: TrainConfig, data: DataConfig) -> TrainResult:
         scaler = torch.amp.GradScaler("cuda") if cfg.amp == "fp16" else None
         sampler = TokenBatchSampler(train_data.num_tokens, cfg.max_tokens, max_sentences=cfg.max_sentences,
                                     shuffle=True, seed=cfg.seed, bucket=cfg.bucket,
-                                    num_replicas=dist_.world, rank=dist_.rank)
+                                    num_replicas=dist_.world, rank=dist_.rank, batch_multiple=cfg.batch_multiple)
         step, best, bad_vals, wall_before, last_valid = 0, None, 0, 0.0, {}
         if ck is not None:
             model.load_state_dict(ck["model"])
@@ -807,6 +809,7 @@ _MODEL_HELP = {
     "enc_layers": "encoder layers", "dec_layers": "decoder layers", "dropout": "dropout rate",
     "attn_dropout": "dropout on attention weights", "activation_dropout": "dropout inside the feed-forward block",
     "activation": "feed-forward activation (relu | gelu)", "pre_norm": "pre-LayerNorm instead of post-LN",
+    "init": "initialisation of attention/FFN weights (xavier | fairseq)",
     "share_embeddings": "one embedding table for source and target (needs a joint vocabulary)",
     "tie_output": "tie the decoder output projection to its input embedding",
     "max_len": "longest sequence (subwords incl. EOS) the model accepts",
