@@ -22,6 +22,11 @@ normalised score is returned. Hence ``beam=1`` is exactly greedy search. (fairse
 hypotheses and stops at ``beam`` finished ones; with a confident model that can stop before its best hypothesis
 has finished, so we do not copy it.)
 
+Cost: each step ranks the ``K·K`` candidates made of every live beam's ``K`` best tokens (the ``K`` best
+extensions of a sentence are always among them) instead of all ``K·V``; a sentence that is done leaves the live
+batch (its decoder rows and cached keys/values are dropped), so later steps cost nothing for it; and the
+cross-attention cache is never reordered between the beams of a sentence, whose memories are identical.
+
 Verified in ``tests/test_beam.py``: ``beam=1`` equals greedy for every ``lenpen``; a batch equals
 sentence-by-sentence decoding (tokens, scores, attention); a beam wide enough to keep every prefix returns the
 exhaustive-search optimum of ``logprob / lp(n)`` (logprobs recomputed by teacher forcing, both penalty styles);
@@ -153,60 +158,72 @@ def beam_search(model: Transformer, src: Tensor, channels: dict[str, Tensor] | N
     if beam < 1:
         raise ConfigError(f"beam must be >= 1, got {beam}")
     length_penalty(1, lenpen, lenpen_style)   # validates the style
-    cfg, K, V = model.cfg, beam, model.cfg.tgt_vocab
+    cfg, K = model.cfg, beam
+    kk = min(K, cfg.tgt_vocab)      # candidates taken from each beam
     with _eval_mode(model):
         enc = model.encode(src, channels)
         B, S = src.shape
         dev = src.device
+        src_len = (~enc.src_pad_mask).sum(1)
         max_len = _max_lengths(enc, max_len_a, max_len_b, cfg.max_len)
         steps = int(max_len.max()) + 1
         enc = enc.index_select(torch.arange(B, device=dev).repeat_interleave(K))
-        max_len_rows = max_len.repeat_interleave(K)
         want_attn = return_attn_layer is not None
+        rank = torch.arange(K, device=dev)[None, :]
 
-        # alive beams: tokens[:, 0] = BOS, generated tokens from column 1; only beam 0 is live at the start
-        tokens = torch.full((B * K, steps + 1), cfg.pad_id, dtype=torch.long, device=dev)
-        tokens[:, 0] = cfg.bos_id
-        scores = torch.full((B, K), NEG_INF, dtype=torch.float64, device=dev)
-        scores[:, 0] = 0.0
-        attn = torch.zeros(B * K, steps, S, device=dev) if want_attn else None
-        # finished hypotheses, best K per sentence
+        # finished hypotheses, best K per sentence, indexed by the sentence's place in the batch
         fin_score = torch.full((B, K), NEG_INF, dtype=torch.float64, device=dev)
         fin_logprob = torch.full((B, K), NEG_INF, dtype=torch.float64, device=dev)
         fin_len = torch.zeros(B, K, dtype=torch.long, device=dev)
         fin_tokens = torch.full((B, K, steps + 1), cfg.pad_id, dtype=torch.long, device=dev)
         fin_attn = torch.zeros(B, K, steps, S, device=dev) if want_attn else None
-        done = torch.zeros(B, dtype=torch.bool, device=dev)
+
+        # the live state covers only the sentences still being decoded (`active`: their places in the batch),
+        # K decoder rows each; a sentence that is done leaves it, so later steps cost nothing for it.
+        # tokens[:, 0] = BOS, generated tokens from column 1; only beam 0 is live at the start.
+        active = torch.arange(B, device=dev)
+        tokens = torch.full((B * K, steps + 1), cfg.pad_id, dtype=torch.long, device=dev)
+        tokens[:, 0] = cfg.bos_id
+        scores = torch.full((B, K), NEG_INF, dtype=torch.float64, device=dev)
+        scores[:, 0] = 0.0
+        attn = torch.zeros(B * K, steps, S, device=dev) if want_attn else None
         n_alive = torch.full((B,), K, device=dev)
-        rank = torch.arange(K, device=dev)[None, :]
-        base = (torch.arange(B, device=dev) * K)[:, None]
+        max_len_act = max_len
         cache = DecoderCache()
 
         for t in range(steps):
-            lp, a = _next_logprobs(model, tokens[:, t:t + 1], enc, cache, return_attn_layer, t, max_len_rows)
+            n = active.numel()
+            lp, a = _next_logprobs(model, tokens[:, t:t + 1], enc, cache, return_attn_layer, t,
+                                   max_len_act.repeat_interleave(K))
             if want_attn:
                 attn[:, t] = a
-            cand = (scores[:, :, None] + lp.view(B, K, V).double()).view(B, K * V)
-            top_s, top_i = cand.topk(K, dim=1)                                  # (B, K), best first
-            beam_i, tok_i = top_i // V, top_i % V
+            # the K best extensions of a sentence are among the K best of each of its beams
+            lp_k, tok_k = lp.topk(kk, dim=-1)                                   # (n*K, kk)
+            cand = (scores[:, :, None] + lp_k.view(n, K, kk).double()).view(n, K * kk)
+            top_s, top_j = cand.topk(K, dim=1)                                  # (n, K), best first
+            beam_i = top_j // kk
+            tok_i = tok_k.view(n, K * kk).gather(1, top_j)
+            base = (torch.arange(n, device=dev) * K)[:, None]
             rows = (base + beam_i).view(-1)
             # the best n_alive candidates of a sentence are kept; those ending in EOS finish
-            kept = (rank < n_alive[:, None]) & torch.isfinite(top_s) & ~done[:, None]
+            kept = (rank < n_alive[:, None]) & torch.isfinite(top_s)
             is_eos = tok_i.eq(cfg.eos_id)
             new = kept & is_eos
 
             # 1) finished hypotheses (at most K per sentence in total, so the merge keeps them all)
-            new_score = (top_s / length_penalty(t + 1, lenpen, lenpen_style)).masked_fill(~new, NEG_INF)
-            new_tokens = tokens.index_select(0, rows).view(B, K, -1)
-            new_tokens[:, :, t + 1] = cfg.eos_id
-            keep = torch.cat((fin_score, new_score), 1).topk(K, dim=1).indices  # (B, K) into [old; new]
-            fin_score = torch.cat((fin_score, new_score), 1).gather(1, keep)
-            fin_logprob = torch.cat((fin_logprob, top_s), 1).gather(1, keep)
-            fin_len = torch.cat((fin_len, torch.full_like(fin_len, t)), 1).gather(1, keep)
-            fin_tokens = _gather_rows(torch.cat((fin_tokens, new_tokens), 1), keep)
-            if want_attn:
-                fin_attn = _gather_rows(torch.cat((fin_attn, attn.index_select(0, rows).view(B, K, steps, S)), 1),
-                                        keep)
+            if bool(new.any()):
+                new_score = (top_s / length_penalty(t + 1, lenpen, lenpen_style)).masked_fill(~new, NEG_INF)
+                new_tokens = tokens.index_select(0, rows).view(n, K, -1)
+                new_tokens[:, :, t + 1] = cfg.eos_id
+                both = torch.cat((fin_score[active], new_score), 1)
+                keep = both.topk(K, dim=1).indices                                # (n, K) into [old; new]
+                fin_score[active] = both.gather(1, keep)
+                fin_logprob[active] = torch.cat((fin_logprob[active], top_s), 1).gather(1, keep)
+                fin_len[active] = torch.cat((fin_len[active], torch.full_like(fin_len[active], t)), 1).gather(1, keep)
+                fin_tokens[active] = _gather_rows(torch.cat((fin_tokens[active], new_tokens), 1), keep)
+                if want_attn:
+                    fin_attn[active] = _gather_rows(
+                        torch.cat((fin_attn[active], attn.index_select(0, rows).view(n, K, steps, S)), 1), keep)
 
             # 2) the kept candidates that do not end in EOS stay alive (moved to the front; the rest are dead)
             alive = kept & ~is_eos
@@ -215,20 +232,30 @@ def beam_search(model: Transformer, src: Tensor, channels: dict[str, Tensor] | N
             rows = (base + beam_i.gather(1, j)).view(-1)
             tokens = tokens.index_select(0, rows)
             tokens[:, t + 1] = tok_i.gather(1, j).view(-1)
-            cache.reorder(rows)
+            cache.reorder(rows, cross=False)      # rows stay within their sentence: its memory is the same
             if want_attn:
                 attn = attn.index_select(0, rows)
 
-            done |= n_alive.eq(0) | (t >= max_len)
+            # 3) sentences without a live hypothesis (or at their maximum length) leave the live state
+            done = n_alive.eq(0) | (t >= max_len_act)
             if bool(done.all()):
                 break
+            if bool(done.any()):
+                stay = (~done).nonzero().squeeze(1)
+                keep_rows = (stay[:, None] * K + rank).view(-1)
+                active, scores, n_alive, max_len_act = active[stay], scores[stay], n_alive[stay], max_len_act[stay]
+                tokens = tokens.index_select(0, keep_rows)
+                enc = enc.index_select(keep_rows)
+                cache.reorder(keep_rows)
+                if want_attn:
+                    attn = attn.index_select(0, keep_rows)
 
     best = fin_score.argmax(1)
     hyps = []
     for i in range(B):
         j = int(best[i])
         n = int(fin_len[i, j])
-        s = int((~enc.src_pad_mask[i * K]).sum())
+        s = int(src_len[i])
         hyps.append(Hypothesis(fin_tokens[i, j, 1:n + 1].tolist(), float(fin_score[i, j]), float(fin_logprob[i, j]),
                                None if fin_attn is None else fin_attn[i, j, :n + 1, :s].cpu()))
     return hyps
