@@ -37,3 +37,19 @@ def test_zero_ratio_is_identity_and_bad_ratio():
     assert swap_noise([2, 0, 1], 0.0, np.random.default_rng(0)) == [2, 0, 1]
     with pytest.raises(ConfigError):
         swap_noise([0, 1], 1.5, np.random.default_rng(0))
+
+
+def test_noise_stats_counts_what_the_attack_moves():
+    from xlpe.reorder.noise import noise_stats
+    # r=0.2: n=10 -> round(2)//2 = 1 pair; n=5 -> round(1)//2 = 0; n=20 -> 2 pairs
+    st = noise_stats([10, 5, 20, 10], 0.2)
+    assert st["pairs_per_sentence"] == (1 + 0 + 2 + 1) / 4
+    assert st["indices_moved"] == 2 * 4 / 45
+    assert st["sentences_touched"] == 0.75
+    assert noise_stats([10, 5], 0.2, unit="pairs")["pairs_per_sentence"] == (2 + 1) / 2
+    assert noise_stats([], 0.1)["indices_moved"] == 0.0
+    # the statistic agrees with what swap_noise actually does
+    rng = np.random.default_rng(0)
+    lines = [list(range(n)) for n in (3, 7, 12, 25, 40)]
+    moved = sum(sum(a != b for a, b in zip(p, swap_noise(p, 0.15, rng))) for p in lines)
+    assert moved == round(noise_stats([len(p) for p in lines], 0.15)["indices_moved"] * sum(map(len, lines)))

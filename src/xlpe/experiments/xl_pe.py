@@ -523,6 +523,11 @@ def run_experiment(cfg: XLConfig, out: str | os.PathLike, only: list[str] | None
     log.info("%d runs (%d systems x %d seeds), %d at a time", len(tasks), len(planned), len(e.seeds), e.jobs)
     results["runs"] = dict(zip(keys, run_stages(tasks, e.jobs)))
     results["summary"] = summarise(cfg, results, tables, tests)
+    if results["summary"]["fig4"]:
+        from xlpe.io.orders import read_orders
+        from xlpe.reorder.noise import noise_stats
+        lengths = [len(o) for o in read_orders(train_orders)]
+        results["summary"]["fig4_noise"] = {f"{r:g}": noise_stats(lengths, r) for r, _ in results["summary"]["fig4"]}
     report = render_report(cfg, results, tables)
     plot_figures(cfg, results["summary"], out / "plots")
     with atomic_write(out / "report.md") as f:
@@ -662,11 +667,17 @@ def render_report(cfg: XLConfig, results: dict, tables: set[str]) -> str:
               [(f"encoder-free {n}", f"ef-{n}") for n in e.encoder_free], "no PE / APE")
     if "fig4" in tables and s["fig4"]:
         L += ["", f"## Figure 4: noise attack on the training indices ({e.noise_system})", "",
-              "| noise ratio | " + " | ".join(tests) + " |", "|---|" + "---|" * len(tests)]
+              "Swaps are drawn per training sentence on its word-level order (SPEC §4.8); the last columns say "
+              "what that does to the training data (short sentences get no swap at a small ratio).", "",
+              "| noise ratio | " + " | ".join(tests) + " | swapped pairs / sentence | indices moved % "
+              "| sentences touched % |", "|---|" + "---|" * (len(tests) + 3)]
         for r, n in s["fig4"]:
             v = systems.get(n)
+            ns = s.get("fig4_noise", {}).get(f"{r:g}")
+            extra = (f" {ns['pairs_per_sentence']:.2f} | {100 * ns['indices_moved']:.1f} | "
+                     f"{100 * ns['sentences_touched']:.1f} |" if ns else " – | – | – |")
             if v:
-                L.append(f"| {r:g} | " + " | ".join(_fmt(v["tests"][x]["bleu"]) for x in tests) + " |")
+                L.append(f"| {r:g} | " + " | ".join(_fmt(v["tests"][x]["bleu"]) for x in tests) + " |" + extra)
     sig = next((r["tests"][tests[0]]["signature"] for r in results["runs"].values()), None) if tests else None
     L += ["", "## Run", "", f"- command: `{' '.join(['xlpe'] + sys.argv[1:])}`",
           "- versions: " + ", ".join(f"{k} {v}" for k, v in versions().items())]

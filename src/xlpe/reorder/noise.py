@@ -33,6 +33,18 @@ def swap_count(n: int, ratio: float, unit: str = "indices") -> int:
     raise ConfigError(f"noise unit must be 'indices' or 'pairs', not {unit!r}")
 
 
+def noise_stats(lengths: Iterable[int], ratio: float, unit: str = "indices") -> dict[str, float]:
+    """What the attack does to a corpus whose order lines have ``lengths``: mean swapped pairs per sentence,
+    the fraction of all indices that move, and the fraction of sentences with at least one swap. (Short
+    sentences may get no swap at all: with ``unit='indices'`` a sentence needs ``round(r·n) >= 2``.)"""
+    n = np.asarray(list(lengths), dtype=np.int64)
+    if n.size == 0:
+        return {"pairs_per_sentence": 0.0, "indices_moved": 0.0, "sentences_touched": 0.0}
+    pairs = np.array([swap_count(int(k), ratio, unit) for k in np.unique(n)])[np.searchsorted(np.unique(n), n)]
+    return {"pairs_per_sentence": float(pairs.mean()), "indices_moved": float(2 * pairs.sum() / max(1, n.sum())),
+            "sentences_touched": float((pairs > 0).mean())}
+
+
 def swap_noise(positions: Sequence[int], ratio: float, rng: np.random.Generator, unit: str = "indices") -> list[int]:
     """Swap :func:`swap_count` disjoint random pairs of ``positions`` (e.g. one ``pos_XL`` line)."""
     out = np.asarray(positions, dtype=np.int64).copy()
