@@ -222,10 +222,11 @@ def prepare(data: Path, work: Path, *, vocab: int = 8000, venv: Path | None = No
 # ======================================================================================================
 
 def xlpe_train_cmd(data: Path, prep: Path, out: Path, *, pe: list[str], amp: str, threads: int,
-                   minutes: float | None = None, max_updates: int | None = None, dev: bool = True,
+                   init: str = "fairseq", batch_multiple: int = 1, minutes: float | None = None, max_updates: int | None = None, dev: bool = True,
                    log_every: int = 100, save_every: int = 1000, validate_every: int = 1000) -> list[str]:
     cmd = xlpe_cmd("train", "--train-src", data / f"train.{SRC}", "--train-tgt", data / f"train.{TGT}",
                    "--subword-model", prep / "spm.model", *XLPE_MODEL, "--pe", *pe, *XLPE_OPTIM,
+                   "--init", init, "--batch-multiple", batch_multiple,
                    "--amp", amp, "--threads", threads, "--device", "cpu", "--no-progress", "--out", out,
                    "--log-every", log_every, "--save-every", save_every, "--validate-every", validate_every)
     if dev:
@@ -338,7 +339,8 @@ def score(hyp: Path, ref: Path) -> dict:
 
 def run_dir_name(a) -> str:
     if a.system == "xlpe":
-        return f"xlpe-{'+'.join(a.pe)}-{a.amp}-t{a.threads}"
+        extra = ("" if a.init == "xavier" else f"-{a.init}init") + ("" if a.batch_multiple == 1 else f"-m{a.batch_multiple}")
+        return f"xlpe-{'+'.join(a.pe)}-{a.amp}-t{a.threads}{extra}"
     return f"fairseq-t{a.threads}-w{a.fairseq_num_workers}"
 
 
@@ -351,6 +353,10 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--system", choices=("xlpe", "fairseq"), required=True)
     ap.add_argument("--pe", nargs="+", default=["ape"], help="xlpe source position encodings (ape | rpe | ...)")
     ap.add_argument("--amp", choices=("none", "bf16"), default="none", help="xlpe autocast (fairseq: none only)")
+    ap.add_argument("--init", choices=("fairseq", "xavier"), default="fairseq",
+                    help="xlpe weight initialisation (default: fairseq's, as the peer; xavier: OpenNMT/tensor2tensor)")
+    ap.add_argument("--batch-multiple", type=int, default=1,
+                    help="xlpe: round full batches to this many sentences (fairseq's peer uses 8)")
     ap.add_argument("--minutes", type=float, default=40.0, help="training-time budget (minutes)")
     ap.add_argument("--marks", type=float, nargs="*", default=[20.0, 30.0],
                     help="earlier time marks (minutes) whose checkpoints are also scored")
@@ -389,7 +395,8 @@ def main(argv: list[str] | None = None) -> dict:
         seg_log = out / f"train_{key}min.log"
         if a.system == "xlpe":
             train_out = out / "train"
-            r = run(xlpe_train_cmd(data, prep, train_out, pe=a.pe, amp=a.amp, threads=a.threads, minutes=m),
+            r = run(xlpe_train_cmd(data, prep, train_out, pe=a.pe, amp=a.amp, threads=a.threads, init=a.init,
+                                   batch_multiple=a.batch_multiple, minutes=m),
                     log=seg_log)
             last = json.loads([l for l in r["output"].splitlines() if l.startswith("{")][-1])
             ck, updates, reason = Path(last["checkpoint"]), int(last["step"]), last["stop_reason"]
