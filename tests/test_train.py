@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import itertools
 import math
 
 import pytest
@@ -41,6 +42,50 @@ def test_label_smoothing_matches_torch_and_ignores_pad():
     assert loss.item() == pytest.approx(ref.item(), rel=1e-5) and nll.item() == pytest.approx(ref_nll.item(), rel=1e-5)
     s, _ = label_smoothed_nll(logits, target, 0.1, ignore_index=0, reduction="sum")
     assert s.item() == pytest.approx(loss.item() * int((target != 0).sum()), rel=1e-5)
+
+
+def _reference_smoothed(logits, target, eps, pad):
+    lp = F.log_softmax(logits.float(), -1)
+    mask = target != pad
+    nll = -lp.gather(-1, target.masked_fill(~mask, 0)[..., None]).squeeze(-1)
+    loss = (1 - eps) * nll + eps * (-lp.mean(-1))
+    return loss.masked_fill(~mask, 0).sum(), nll.masked_fill(~mask, 0).sum()
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+def test_label_smoothing_gradient_matches_autograd(eps):
+    """The hand-written backward equals autograd through log_softmax, for the loss, the NLL and any mix of
+    the two, with padding; a second backward through the same graph is refused, not silently wrong."""
+    torch.manual_seed(1)
+    target = torch.randint(1, 13, (4, 6))
+    target[1, 4:] = 0
+    target[3, 1:] = 0
+    for (w_loss, w_nll), overwrite in itertools.product(((1.0, 0.0), (0.0, 1.0), (0.7, -0.3)), (False, True)):
+        x1 = torch.randn(4, 6, 13, requires_grad=True)
+        x2 = x1.detach().clone().requires_grad_(True)
+        logits = x1 * 1.0                                           # a non-leaf, as the model's output
+        loss, nll = label_smoothed_nll(logits, target, eps, ignore_index=0, reduction="sum",
+                                       overwrite_logits=overwrite)
+        assert torch.equal(logits, x2.detach()) != overwrite        # overwritten only when allowed
+        (w_loss * loss + w_nll * nll).backward()
+        rl, rn = _reference_smoothed(x2, target, eps, 0)
+        (w_loss * rl + w_nll * rn).backward()
+        assert loss.item() == pytest.approx(rl.item(), rel=1e-5) and nll.item() == pytest.approx(rn.item(), rel=1e-5)
+        torch.testing.assert_close(x1.grad, x2.grad, rtol=1e-5, atol=1e-6)
+        assert not x1.grad[3, 1:].any()                              # pad rows get no gradient
+    # bf16 logits (autocast): the gradient comes back in bf16, close to the float32 one
+    xb = torch.randn(4, 6, 13).to(torch.bfloat16).requires_grad_(True)
+    label_smoothed_nll(xb, target, eps, ignore_index=0)[0].backward()
+    xf = xb.detach().float().requires_grad_(True)
+    label_smoothed_nll(xf, target, eps, ignore_index=0)[0].backward()
+    assert xb.grad.dtype == torch.bfloat16
+    torch.testing.assert_close(xb.grad.float(), xf.grad, rtol=2e-2, atol=2e-3)
+    # retain_graph + a second backward would reuse a consumed buffer: autograd refuses
+    x = torch.randn(2, 3, 5, requires_grad=True)
+    loss, _ = label_smoothed_nll(x, torch.tensor([[1, 2, 0], [3, 0, 0]]), eps, ignore_index=0)
+    loss.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="inplace"):
+        loss.backward()
 
 
 def test_combine_losses():

@@ -595,7 +595,9 @@ def train(model_cfg, train_cfg: TrainConfig, data: DataConfig) -> TrainResult:
                     with autocast():
                         logits, aux = model(b.src, b.tgt_in, b.channels, return_aux=True)
                     loss_sum, nll_sum = label_smoothed_nll(logits, b.tgt_out, cfg.label_smoothing,
-                                                           ignore_index=PAD_ID, reduction="sum")
+                                                           ignore_index=PAD_ID, reduction="sum",
+                                                           overwrite_logits=True)
+                    del logits          # now the loss's softmax buffer: nothing else may read it
                     obj, parts = combine_losses(loss_sum, {n: v * b.ntokens for n, v in aux.items()
                                                            if torch.is_tensor(v) and v.dim() == 0}, cfg.aux_weights)
                     obj = obj * scale
