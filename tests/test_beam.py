@@ -39,24 +39,26 @@ def test_length_penalty_formulas():
 
 
 @pytest.mark.parametrize("pe", [["ape"], ["ape", "rpe"]])
-def test_beam1_equals_greedy(pe):
+@pytest.mark.parametrize("stop", ["fairseq", "exhaust"])
+def test_beam1_equals_greedy(pe, stop):
     m = random_model(pe=pe)
     src = pad_batch(random_sentences(6, 2, 7, seed=1))
     g = greedy(m, src, max_len_a=1.0, max_len_b=3)
     for lenpen in (0.0, 0.6, 1.0):
-        b = beam_search(m, src, beam=1, lenpen=lenpen, max_len_a=1.0, max_len_b=3)
+        b = beam_search(m, src, beam=1, lenpen=lenpen, max_len_a=1.0, max_len_b=3, stop=stop)
         assert [h.tokens for h in b] == [h.tokens for h in g]
         assert [h.logprob for h in b] == pytest.approx([h.logprob for h in g], abs=1e-4)
     assert all(len(h.tokens) <= int(1.0 * n + 3) for h, n in zip(g, src.ne(0).sum(1).tolist()))
 
 
-def test_batched_beam_equals_sentence_by_sentence():
+@pytest.mark.parametrize("stop", ["fairseq", "exhaust"])
+def test_batched_beam_equals_sentence_by_sentence(stop):
     m = random_model(pe=["ape", "rpe"])
     sents = random_sentences(5, 2, 7, seed=2)
     src = pad_batch(sents)
-    batched = beam_search(m, src, beam=4, lenpen=1.0, return_attn_layer=-1)
+    batched = beam_search(m, src, beam=4, lenpen=1.0, return_attn_layer=-1, stop=stop)
     for s, hb in zip(sents, batched):
-        (h1,) = beam_search(m, pad_batch([s]), beam=4, lenpen=1.0, return_attn_layer=-1)
+        (h1,) = beam_search(m, pad_batch([s]), beam=4, lenpen=1.0, return_attn_layer=-1, stop=stop)
         assert h1.tokens == hb.tokens
         assert h1.score == pytest.approx(hb.score, abs=1e-4)
         assert torch.allclose(h1.attn, hb.attn, atol=1e-4)
@@ -73,7 +75,8 @@ def test_wide_beam_finds_the_exhaustive_optimum(lenpen, style):
     torch.manual_seed(5)
     m = build_model(TransformerConfig.from_preset("tiny", src_vocab_size=6, dropout=0.0)).eval()
     src = torch.tensor([[4, 5, 4, 3], [5, 5, 3, 0]])
-    hyps = beam_search(m, src, beam=16, lenpen=lenpen, lenpen_style=style, max_len_a=0.0, max_len_b=2)
+    hyps = beam_search(m, src, beam=16, lenpen=lenpen, lenpen_style=style, max_len_a=0.0, max_len_b=2,
+                       stop="exhaust")
     for i, h in enumerate(hyps):
         best = None
         for n in range(3):
@@ -86,6 +89,41 @@ def test_wide_beam_finds_the_exhaustive_optimum(lenpen, style):
                     best = (score, list(ys), logprob)
         assert h.tokens == best[1]
         assert h.score == pytest.approx(best[0], abs=1e-4) and h.logprob == pytest.approx(best[2], abs=1e-4)
+
+
+def _fairseq_rule_reference(m, src, K, lenpen, max_len):
+    """fairseq's stopping rule for one sentence, written plainly: full recompute at every step, every (beam,
+    token) candidate ranked, the 2K best kept; EOS among the K best finishes; the first K others live on; stop at
+    K finished (EOS forced at max_len); return the best finished by logprob / n**lenpen."""
+    live, fin = [([], 0.0)], []
+    for t in range(max_len + 1):
+        cands = []
+        for ys, sc in live:
+            with torch.no_grad():
+                lp = F.log_softmax(m(src, torch.tensor([[2, *ys]]))[0, -1], -1)
+            lp[0] = lp[2] = float("-inf")
+            if t >= max_len:
+                lp[torch.arange(len(lp)) != 3] = float("-inf")
+            cands += [(sc + lp[v].item(), ys, v) for v in range(len(lp)) if lp[v] > float("-inf")]
+        cands = sorted(cands, key=lambda c: -c[0])[:2 * K]
+        fin += [(s / (t + 1) ** lenpen, ys, s) for r, (s, ys, v) in enumerate(cands) if v == 3 and r < K]
+        live = [(ys + [v], s) for s, ys, v in cands if v != 3][:K]
+        if len(fin) >= K or not live:
+            break
+    return max(fin, key=lambda f: f[0])
+
+
+@pytest.mark.parametrize("lenpen", [0.0, 1.0])
+def test_fairseq_stop_rule_matches_a_plain_reference(lenpen):
+    m = random_model(seed=7).eval()
+    for i, s in enumerate(random_sentences(4, 2, 6, seed=7)):
+        src = pad_batch([s])
+        max_len = int(1.2 * src.shape[1] + 2)
+        (h,) = beam_search(m, src, beam=3, lenpen=lenpen, max_len_a=1.2, max_len_b=2, stop="fairseq")
+        score, ys, logprob = _fairseq_rule_reference(m, src, 3, lenpen, max_len)
+        assert h.tokens == ys and h.score == pytest.approx(score, abs=1e-4)
+    with pytest.raises(ConfigError, match="stop rule"):
+        beam_search(m, src, stop="marian")
 
 
 def test_greedy_attention_and_force_decode_agree():

@@ -54,7 +54,7 @@ def resolve_device(device: str | torch.device) -> torch.device:
 
 def translate_data(model: torch.nn.Module, data: ParallelData, tgt_subword: SubwordModel, *, beam: int = 5,
                    lenpen: float = 0.6, max_len_a: float = 1.2, max_len_b: float = 10, batch_size: int = 64,
-                   max_tokens: int | None = None, greedy: bool = False,
+                   max_tokens: int | None = None, greedy: bool = False, beam_stop: str = "exhaust",
                    device: torch.device | str | None = None) -> list[str]:
     """Decode every source sentence of ``data``; returns detokenised strings in the order of ``data``.
 
@@ -80,7 +80,7 @@ def translate_data(model: torch.nn.Module, data: ParallelData, tgt_subword: Subw
             hyps = greedy_search(model, b.src, b.channels, max_len_a=max_len_a, max_len_b=max_len_b)
         else:
             hyps = beam_search(model, b.src, b.channels, beam=beam, lenpen=lenpen, max_len_a=max_len_a,
-                               max_len_b=max_len_b)
+                               max_len_b=max_len_b, stop=beam_stop)
         for i, h in zip(idx, hyps):
             out[i] = tgt_subword.decode_ids(h.tokens)
     return out  # type: ignore[return-value]
@@ -88,7 +88,7 @@ def translate_data(model: torch.nn.Module, data: ParallelData, tgt_subword: Subw
 
 def translate_lines(model: torch.nn.Module, subwords: Subwords, lines: Iterable[str], *, beam: int = 5,
                     lenpen: float = 0.6, max_len_a: float = 1.2, max_len_b: float = 10, batch_size: int = 64,
-                    max_tokens: int | None = None, greedy: bool = False,
+                    max_tokens: int | None = None, greedy: bool = False, beam_stop: str = "exhaust",
                     channels: Mapping[str, Sequence] | None = None, channel_level: str | Mapping[str, str] = "word",
                     device: torch.device | str | None = None, source_name: str = "<input>",
                     first_line: int = 1) -> list[str]:
@@ -100,7 +100,8 @@ def translate_lines(model: torch.nn.Module, subwords: Subwords, lines: Iterable[
         lines: pre-tokenised sentences (a trailing newline is ignored).
         beam, lenpen, max_len_a, max_len_b: beam-search settings (:func:`xlpe.infer.beam.beam_search`).
         batch_size: most sentences per batch; ``max_tokens``: optional cap on padded source tokens per batch.
-        greedy: greedy decoding instead of beam search.
+        greedy: greedy decoding instead of beam search; ``beam_stop``: the beam's stopping rule
+            (``fairseq`` | ``exhaust``, see :mod:`xlpe.infer.beam`).
         channels: position channels per line (name -> one item per line, e.g. ``pos_XL`` lists), see
             :meth:`xlpe.data.batching.ParallelData.from_sentences`.
         source_name, first_line: how errors name the input (``file:line``).
@@ -123,7 +124,8 @@ def translate_lines(model: torch.nn.Module, subwords: Subwords, lines: Iterable[
         line = None if e.line is None else first_line + keep[e.line - 1]
         raise FormatError(e.message, source_name, line, e.expected) from None
     hyps = translate_data(model, data, tgt_sw, beam=beam, lenpen=lenpen, max_len_a=max_len_a, max_len_b=max_len_b,
-                          batch_size=batch_size, max_tokens=max_tokens, greedy=greedy, device=device)
+                          batch_size=batch_size, max_tokens=max_tokens, greedy=greedy, beam_stop=beam_stop,
+                          device=device)
     for i, h in zip(keep, hyps):
         out[i] = one_line(h)
     return out
@@ -142,7 +144,7 @@ def one_line(text: str) -> str:
 def translate_file(checkpoint: str | os.PathLike | Sequence[str | os.PathLike], input: str | os.PathLike = "-",
                    output: str | os.PathLike = "-", *, beam: int = 5, lenpen: float = 0.6, max_len_a: float = 1.2,
                    max_len_b: float = 10, batch_size: int = 64, max_tokens: int | None = None, greedy: bool = False,
-                   chunk_size: int = 10000, orders: str | None = None, orders_level: str = "word",
+                   beam_stop: str = "exhaust", chunk_size: int = 10000, orders: str | None = None, orders_level: str = "word",
                    preorderer: str | os.PathLike | None = None, preorder_processes: int = 1,
                    channels: Mapping[str, str] | None = None, device: str = "auto", progress: bool = False) -> int:
     """Translate ``input`` (``-`` = stdin) into ``output`` (``-`` = stdout), ``chunk_size`` lines at a time.
@@ -213,7 +215,7 @@ def translate_file(checkpoint: str | os.PathLike | Sequence[str | os.PathLike], 
                                       name, n + len(ch[k]) + 1, "one channel line per input line")
             hyps = translate_lines(model, subwords, chunk, beam=beam, lenpen=lenpen, max_len_a=max_len_a,
                                    max_len_b=max_len_b, batch_size=batch_size, max_tokens=max_tokens, greedy=greedy,
-                                   channels=ch, channel_level={"xl": orders_level}, device=dev, source_name=name,
+                                   beam_stop=beam_stop, channels=ch, channel_level={"xl": orders_level}, device=dev, source_name=name,
                                    first_line=n + 1)
             for h in hyps:
                 f.write(h + "\n")
@@ -241,6 +243,9 @@ def add_cli_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--output", default="-", help="output file ('-' = stdout); written atomically")
     p.add_argument("--beam", type=int, default=5, help="beam size")
     p.add_argument("--greedy", action="store_true", help="greedy decoding instead of beam search")
+    p.add_argument("--beam-stop", default="exhaust", choices=("fairseq", "exhaust"),
+                   help="beam stopping rule: fairseq (keep BEAM live, stop at BEAM finished) or exhaust (shrinking "
+                        "beam, run until no live hypothesis is left)")
     p.add_argument("--lenpen", type=float, default=0.6,
                    help="length penalty alpha: scores are logprob / length**alpha (fairseq style)")
     p.add_argument("--max-len-a", type=float, default=1.2, help="output length limit a·S + b, S = source subwords")
@@ -274,7 +279,8 @@ def cli_main(args: argparse.Namespace) -> int:
         channels[k] = v
     n = translate_file(args.checkpoint, args.input, args.output, beam=args.beam, lenpen=args.lenpen,
                        max_len_a=args.max_len_a, max_len_b=args.max_len_b, batch_size=args.batch_size,
-                       max_tokens=args.max_tokens, greedy=args.greedy, chunk_size=args.chunk_size,
+                       max_tokens=args.max_tokens, greedy=args.greedy, beam_stop=args.beam_stop,
+                       chunk_size=args.chunk_size,
                        orders=args.orders, orders_level=args.orders_level, preorderer=args.preorderer,
                        preorder_processes=args.preorder_processes, channels=channels, device=args.device,
                        progress=args.progress)
