@@ -222,7 +222,8 @@ def prepare(data: Path, work: Path, *, vocab: int = 8000, venv: Path | None = No
 # ======================================================================================================
 
 def xlpe_train_cmd(data: Path, prep: Path, out: Path, *, pe: list[str], amp: str, threads: int,
-                   init: str = "fairseq", batch_multiple: int = 1, minutes: float | None = None, max_updates: int | None = None, dev: bool = True,
+                   init: str = "fairseq", batch_multiple: int = 1, minutes: float | None = None,
+                   max_updates: int | None = None, dev: bool = True,
                    log_every: int = 100, save_every: int = 1000, validate_every: int = 1000) -> list[str]:
     cmd = xlpe_cmd("train", "--train-src", data / f"train.{SRC}", "--train-tgt", data / f"train.{TGT}",
                    "--subword-model", prep / "spm.model", *XLPE_MODEL, "--pe", *pe, *XLPE_OPTIM,
@@ -339,7 +340,8 @@ def score(hyp: Path, ref: Path) -> dict:
 
 def run_dir_name(a) -> str:
     if a.system == "xlpe":
-        extra = ("" if a.init == "xavier" else f"-{a.init}init") + ("" if a.batch_multiple == 1 else f"-m{a.batch_multiple}")
+        extra = "" if a.init == "xavier" else f"-{a.init}init"
+        extra += "" if a.batch_multiple == 1 else f"-m{a.batch_multiple}"
         return f"xlpe-{'+'.join(a.pe)}-{a.amp}-t{a.threads}{extra}"
     return f"fairseq-t{a.threads}-w{a.fairseq_num_workers}"
 

@@ -30,11 +30,12 @@ Two stopping rules (``stop``):
 With either rule ``beam=1`` is exactly greedy search.
 
 Cost: each step ranks the ``K·C`` candidates made of every live beam's ``C`` best tokens (``C = 2K`` or ``K``;
-the ``C`` best extensions of a sentence are always among them) instead of all ``K·V``; a sentence that is done leaves the live
-batch (its decoder rows and cached keys/values are dropped), so later steps cost nothing for it; and the
-cross-attention cache is never reordered between the beams of a sentence, whose memories are identical.
+the ``C`` best extensions of a sentence are always among them) instead of all ``K·V``; a sentence that is done
+leaves the live batch (its decoder rows and cached keys/values are dropped), so later steps cost nothing for it;
+and the cross-attention cache is never reordered between the beams of a sentence, whose memories are identical.
 
-Verified in ``tests/test_beam.py``: ``beam=1`` equals greedy for every ``lenpen``; a batch equals
+Verified in ``tests/test_beam.py``: ``beam=1`` equals greedy for every ``lenpen`` and both rules; the fairseq
+rule equals a plain re-implementation of it; a batch equals
 sentence-by-sentence decoding (tokens, scores, attention); a beam wide enough to keep every prefix returns the
 exhaustive-search optimum of ``logprob / lp(n)`` (logprobs recomputed by teacher forcing, both penalty styles);
 a tiny model trained to reproduce 20 pairs is decoded exactly by greedy and beam; greedy's attention equals
@@ -54,6 +55,8 @@ from xlpe.errors import ConfigError
 from xlpe.nn.transformer import DecoderCache, EncoderOut, Transformer
 
 NEG_INF = float("-inf")
+#: beam stopping rules (see the module docstring)
+STOP_RULES = ("exhaust", "fairseq")
 
 
 @dataclass
@@ -282,8 +285,6 @@ def beam_search(model: Transformer, src: Tensor, channels: dict[str, Tensor] | N
                                None if fin_attn is None else fin_attn[i, j, :n + 1, :s].cpu()))
     return hyps
 
-
-STOP_RULES = ("fairseq", "exhaust")
 
 
 def _gather_rows(x: Tensor, index: Tensor) -> Tensor:

@@ -26,6 +26,7 @@ import torch
 from xlpe.data.batching import ParallelData, TokenBatchSampler, collate, read_channel_file
 from xlpe.data.subword import SubwordModel
 from xlpe.errors import ConfigError, FormatError
+from xlpe.infer.beam import STOP_RULES
 from xlpe.io.text import read_lines
 
 log = logging.getLogger(__name__)
@@ -144,7 +145,8 @@ def one_line(text: str) -> str:
 def translate_file(checkpoint: str | os.PathLike | Sequence[str | os.PathLike], input: str | os.PathLike = "-",
                    output: str | os.PathLike = "-", *, beam: int = 5, lenpen: float = 0.6, max_len_a: float = 1.2,
                    max_len_b: float = 10, batch_size: int = 64, max_tokens: int | None = None, greedy: bool = False,
-                   beam_stop: str = "exhaust", chunk_size: int = 10000, orders: str | None = None, orders_level: str = "word",
+                   beam_stop: str = "exhaust", chunk_size: int = 10000, orders: str | None = None,
+                   orders_level: str = "word",
                    preorderer: str | os.PathLike | None = None, preorder_processes: int = 1,
                    channels: Mapping[str, str] | None = None, device: str = "auto", progress: bool = False) -> int:
     """Translate ``input`` (``-`` = stdin) into ``output`` (``-`` = stdout), ``chunk_size`` lines at a time.
@@ -215,8 +217,8 @@ def translate_file(checkpoint: str | os.PathLike | Sequence[str | os.PathLike], 
                                       name, n + len(ch[k]) + 1, "one channel line per input line")
             hyps = translate_lines(model, subwords, chunk, beam=beam, lenpen=lenpen, max_len_a=max_len_a,
                                    max_len_b=max_len_b, batch_size=batch_size, max_tokens=max_tokens, greedy=greedy,
-                                   beam_stop=beam_stop, channels=ch, channel_level={"xl": orders_level}, device=dev, source_name=name,
-                                   first_line=n + 1)
+                                   beam_stop=beam_stop, channels=ch, channel_level={"xl": orders_level}, device=dev,
+                                   source_name=name, first_line=n + 1)
             for h in hyps:
                 f.write(h + "\n")
             f.flush()
@@ -243,7 +245,7 @@ def add_cli_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--output", default="-", help="output file ('-' = stdout); written atomically")
     p.add_argument("--beam", type=int, default=5, help="beam size")
     p.add_argument("--greedy", action="store_true", help="greedy decoding instead of beam search")
-    p.add_argument("--beam-stop", default="exhaust", choices=("fairseq", "exhaust"),
+    p.add_argument("--beam-stop", default="exhaust", choices=STOP_RULES,
                    help="beam stopping rule: fairseq (keep BEAM live, stop at BEAM finished) or exhaust (shrinking "
                         "beam, run until no live hypothesis is left)")
     p.add_argument("--lenpen", type=float, default=0.6,

@@ -32,7 +32,8 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
     backward that keeps one ``(N, V)`` float32 buffer (the softmax) instead of autograd's log-probabilities and
     their gradients: the peak memory of the loss is about a third of the plain autograd version's.
 
-    ``d/dx_v [(1-ε)(lse - x_y) + ε(lse - mean(x))] = p_v - (1-ε)[v=y] - ε/V`` and ``d/dx_v (lse - x_y) = p_v - [v=y]``.
+    ``d/dx_v [(1-ε)(lse - x_y) + ε(lse - mean(x))] = p_v - (1-ε)[v=y] - ε/V`` and
+    ``d/dx_v (lse - x_y) = p_v - [v=y]``.
     The backward writes the gradient into the saved softmax in place, so a second backward through the same
     graph (``retain_graph=True``) is refused by autograd's version check rather than silently wrong."""
 
