@@ -113,3 +113,30 @@ def test_load_model(tmp_path, toy):
     model2, _, _ = load_model([tmp_path / "m.pt", tmp_path / "m.pt"])       # averaged
     for k, v in m.state_dict().items():
         assert torch.equal(model2.state_dict()[k], v)
+
+
+def test_average_command_writes_a_translatable_model_only_checkpoint(tmp_path, toy):
+    from xlpe.cli import main
+    from xlpe.train.checkpoint import last_checkpoints
+    states = [_model_state(seed, spm=toy["spm"])[1] for seed in (0, 1, 2)]
+    for step, s in zip((10, 20, 30), states):
+        save_checkpoint(checkpoint_path(tmp_path, step), {**s, "step": step, "optimizer": {"junk": 1}})
+    assert last_checkpoints(tmp_path, 2) == [checkpoint_path(tmp_path, 20), checkpoint_path(tmp_path, 30)]
+    with pytest.raises(XlpeError, match="3 step checkpoints .* 4 asked for"):
+        last_checkpoints(tmp_path, 4)
+    out = tmp_path / "avg" / "avg.pt"
+    assert main(["average", "--dir", str(tmp_path), "--last", "2", "--output", str(out)]) == 0
+    ck = load_checkpoint(out)
+    assert ck["averaged_steps"] == [20, 30] and ck["step"] == 30
+    assert "optimizer" not in ck and ck["train_config"] is None
+    w = {k: (states[1]["model"][k].double() + states[2]["model"][k].double()).div(2).float()
+         for k, v in states[1]["model"].items() if v.is_floating_point()}
+    model, _, (sw, _) = load_model(out)                      # subwords travel with the averaged file
+    for k, v in w.items():
+        assert torch.allclose(model.state_dict()[k], v), k
+    assert sw.encode("w1 w2").ids == SubwordModel.load(toy["spm"]).encode("w1 w2").ids
+    # explicit list: averaging one file is that file's model
+    assert main(["average", "--checkpoints", str(checkpoint_path(tmp_path, 10)), "--output", str(out)]) == 0
+    for k, v in states[0]["model"].items():
+        assert torch.equal(load_checkpoint(out)["model"][k], v), k
+    assert main(["average", "--dir", str(tmp_path / "nothing"), "--output", str(out)]) == 1

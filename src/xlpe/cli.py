@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "orders": ("xlpe.reorder.orders_cli", "alignments -> oracle ranks, permutations, pos_XL, DPE targets"),
     "preorder": ("xlpe.reorder.preorder_cli", "BTG preorderer: train | apply (lader formats)"),
     "train": ("xlpe.train.trainer", "NMT training (single process, or torchrun for DDP)"),
+    "average": ("xlpe.train.checkpoint", "average the weights of several checkpoints (e.g. the last N of a run)"),
     "translate": ("xlpe.infer.translate", "translate files or stdin with a trained model (beam / greedy)"),
     "align-from-model": ("xlpe.infer.attention_align", "word alignments from a trained model's attention (AER protocol, SPEC §4.6)"),
     "evaluate": ("xlpe.evaluate.bleu", "BLEU / chrF with signatures and paired bootstrap; Kendall tau / chunk for orders"),

@@ -187,6 +187,47 @@ def average_checkpoints(paths: Iterable[str | os.PathLike]) -> dict[str, torch.T
     return {n: (a / len(paths)).to(ref[n].dtype) if ref[n].is_floating_point() else a for n, a in acc.items()}
 
 
+def last_checkpoints(out_dir: str | os.PathLike, n: int) -> list[Path]:
+    """The ``n`` newest step checkpoints of a training directory, oldest first (an error if it has fewer)."""
+    found = [p for _, p in list_checkpoints(out_dir)]
+    if n < 1:
+        raise XlpeError(f"need a positive number of checkpoints, got {n}")
+    if len(found) < n:
+        raise XlpeError(f"{os.fspath(out_dir)}: {len(found)} step checkpoints (checkpoint_<step>.pt), {n} asked for; "
+                        "train with a smaller --save-every or a larger --keep-last")
+    return found[-n:]
+
+
+def save_average(paths: Iterable[str | os.PathLike], output: str | os.PathLike) -> dict:
+    """Write the average of ``paths`` (:func:`average_checkpoints`) as a model-only checkpoint: the newest
+    input's config, subword models and counters, no optimizer or RNG state (it translates; it does not
+    resume training). Returns a summary: inputs, their steps and the output path."""
+    paths = [os.fspath(p) for p in paths]
+    state = average_checkpoints(paths)
+    last = load_checkpoint(paths[-1])
+    keep = ("model_config", "subwords", "data_config", "step", "epoch")
+    steps = [load_checkpoint(p).get("step") for p in paths[:-1]] + [last.get("step")]
+    payload = {k: last[k] for k in keep if k in last}
+    payload.update(model=state, train_config=None, averaged_from=paths, averaged_steps=steps)
+    save_checkpoint(output, payload)
+    return {"output": os.fspath(output), "inputs": paths, "steps": steps}
+
+
+def add_cli_arguments(p) -> None:
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--checkpoints", nargs="+", metavar="PT", help="checkpoint files to average")
+    g.add_argument("--dir", metavar="DIR", help="training directory: average its newest --last step checkpoints")
+    p.add_argument("--last", type=int, default=5, help="how many of the newest step checkpoints of --dir")
+    p.add_argument("--output", required=True, help="averaged model-only checkpoint to write")
+
+
+def cli_main(args) -> int:
+    import json
+    paths = args.checkpoints or last_checkpoints(args.dir, args.last)
+    print(json.dumps(save_average(paths, args.output)))
+    return 0
+
+
 # -- models from checkpoints ----------------------------------------------------------------------------
 
 def load_model(checkpoint: str | os.PathLike | Iterable[str | os.PathLike], device: str | torch.device = "cpu"):
