@@ -41,8 +41,15 @@ Checkpoint averaging (``--save-every S --average N``): both tools save every S u
 fairseq ``--save-interval-updates``, which also validates at each save, as fairseq does) and, at every mark, the
 newest N checkpoints up to that mark are averaged (``xlpe average``; for fairseq the same mean of the "model"
 weights in its venv) and scored beside the last checkpoint (results keyed ``"<M>.avg<N>"``). Early in training,
-consecutive checkpoints differ by about one BLEU point (xlpe, 40-minute run of session 3: 32.79 at update 1000,
-31.74 at update 1060), so a single last checkpoint is a noisy measurement; the average is the steadier one.
+consecutive checkpoints differ by about one BLEU point (xlpe, 40-minute run of 2026-11-22 afternoon: 32.79 at
+update 1000, 31.74 at update 1060; fairseq's 30-minute checkpoint of the evening run: 20.52 with outputs 1.41x
+the reference length, its 5-checkpoint average 28.29), so one last checkpoint is a noisy measurement.
+
+Measured 2026-11-22 evening, both in the same hour (2 threads, fp32, ``--save-every 50 --average 5``;
+test_2016 / test_2017 BLEU at 40 minutes)::
+
+    xlpe    ape  1187 updates   last 33.61 / 25.16   avg5 33.95 / 24.87   peak RSS 1.62 GB
+    fairseq      1127 updates   last 32.96 / 24.83   avg5 32.92 / 24.23   peak RSS 1.64 GB (2.34 GB with workers)
 
 The JSON reports per mark: updates done, BLEU/chrF on both test sets, the sacreBLEU signature; per segment the
 wall time and the peak RSS of the training process (own: ``ru_maxrss``; tree: the largest sum over the
@@ -364,16 +371,19 @@ torch.save(out, dest)
 
 
 def mark_average(a, out: Path, key: str, updates: int) -> Path | None:
-    """``mark_<M>min.avg<N>.pt``: the average of the newest ``N = a.average`` step checkpoints up to ``updates``
-    (xlpe: ``train/checkpoint_<step>.pt`` by ``xlpe average``; fairseq: ``train/checkpoint_<epoch>_<step>.pt``),
-    written right after the segment ends, before later segments prune them. None if too few are left."""
+    """``mark_<M>min.avg<N>.pt``: the average of the mark's final checkpoint ``mark_<M>min.pt`` and the ``N - 1``
+    newest step checkpoints before it (xlpe: ``train/checkpoint_<step>.pt``, averaged by ``xlpe average``;
+    fairseq: ``train/checkpoint_<epoch>_<step>.pt``), written right after the segment ends, before later
+    segments prune them. None if too few are left."""
     n = a.average
     dest = out / f"mark_{key}min.avg{n}.pt"
     if dest.exists():
         return dest
     pat = re.compile(r"checkpoint_(\d+)\.pt$" if a.system == "xlpe" else r"checkpoint_\d+_(\d+)\.pt$")
     found = sorted((int(m.group(1)), p) for p in (out / "train").iterdir() if (m := pat.match(p.name)))
-    cks = [p for step, p in found if step <= updates][-n:]
+    # the segment's final state is mark_<M>min.pt (fairseq saves it only as checkpoint_last.pt)
+    before = [p for step, p in found if step < updates]
+    cks = (before[-(n - 1):] if n > 1 else []) + [out / f"mark_{key}min.pt"]
     if len(cks) < n:
         print(f"[mark {key}] only {len(cks)} checkpoints up to update {updates} are left; no average of {n}",
               file=sys.stderr)
