@@ -50,6 +50,8 @@ test_2016 / test_2017 BLEU at 40 minutes)::
 
     xlpe    ape  1187 updates   last 33.61 / 25.16   avg5 33.95 / 24.87   peak RSS 1.62 GB
     fairseq      1127 updates   last 32.96 / 24.83   avg5 32.92 / 24.23   peak RSS 1.64 GB (2.34 GB with workers)
+    xlpe    ape  bf16 autocast (--amp bf16), right after: 1666 updates (1.40x fp32)
+                        last 36.07 / 27.40   avg5 36.05 / 28.23   peak RSS 1.92 GB
 
 The JSON reports per mark: updates done, BLEU/chrF on both test sets, the sacreBLEU signature; per segment the
 wall time and the peak RSS of the training process (own: ``ru_maxrss``; tree: the largest sum over the
