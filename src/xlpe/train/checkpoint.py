@@ -162,13 +162,24 @@ def average_checkpoints(paths: Iterable[str | os.PathLike]) -> dict[str, torch.T
     exactly the identity); integer buffers are taken from the last checkpoint. All checkpoints must have
     the same parameter names and shapes.
     """
+    return _average(paths)[0]
+
+
+def _average(paths: Iterable[str | os.PathLike]) -> tuple[dict[str, torch.Tensor], dict, list]:
+    """``(mean state_dict, the last checkpoint without its model and optimizer, every input's step)``,
+    reading each file once."""
     paths = [os.fspath(p) for p in paths]
     if not paths:
         raise XlpeError("average_checkpoints needs at least one checkpoint")
     acc: dict[str, torch.Tensor] = {}
     ref: dict[str, torch.Tensor] = {}
+    steps, last = [], {}
     for k, p in enumerate(paths):
-        sd = load_checkpoint(p)["model"]
+        ck = load_checkpoint(p)
+        sd = ck.pop("model")
+        ck.pop("optimizer", None)
+        steps.append(ck.get("step"))
+        last = ck
         if k == 0:
             ref = sd
             acc = {n: t.to(torch.float64).clone() if t.is_floating_point() else t.clone() for n, t in sd.items()}
@@ -184,7 +195,8 @@ def average_checkpoints(paths: Iterable[str | os.PathLike]) -> dict[str, torch.T
                 acc[n] += t.to(torch.float64)
             else:
                 acc[n] = t.clone()
-    return {n: (a / len(paths)).to(ref[n].dtype) if ref[n].is_floating_point() else a for n, a in acc.items()}
+    state = {n: (a / len(paths)).to(ref[n].dtype) if ref[n].is_floating_point() else a for n, a in acc.items()}
+    return state, last, steps
 
 
 def last_checkpoints(out_dir: str | os.PathLike, n: int) -> list[Path]:
@@ -203,10 +215,8 @@ def save_average(paths: Iterable[str | os.PathLike], output: str | os.PathLike) 
     input's config, subword models and counters, no optimizer or RNG state (it translates; it does not
     resume training). Returns a summary: inputs, their steps and the output path."""
     paths = [os.fspath(p) for p in paths]
-    state = average_checkpoints(paths)
-    last = load_checkpoint(paths[-1])
+    state, last, steps = _average(paths)
     keep = ("model_config", "subwords", "data_config", "step", "epoch")
-    steps = [load_checkpoint(p).get("step") for p in paths[:-1]] + [last.get("step")]
     payload = {k: last[k] for k in keep if k in last}
     payload.update(model=state, train_config=None, averaged_from=paths, averaged_steps=steps)
     save_checkpoint(output, payload)
