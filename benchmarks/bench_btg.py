@@ -265,7 +265,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--average", action="store_true", help="predict with averaged weights")
     ap.add_argument("--no-loss-augmented", action="store_true",
                     help="update towards the oracle from the plain best derivation (not score + loss)")
-    ap.add_argument("--attach-null", default="right", choices=["right", "left"])
+    ap.add_argument("--attach-null", default="right", choices=["right", "left", "free"],
+                    help="training oracle: where unaligned words go (free: nowhere, left out of the τ loss)")
     ap.add_argument("--shape-factor", action="store_true",
                     help="add a second factor column (case + suffix) as a stand-in for word classes")
     ap.add_argument("--classes", default="",
@@ -302,7 +303,9 @@ def main(argv=None) -> dict:
     t0 = time.perf_counter()
     tr_words = [de[k] for k in keep]
     tr_ranks = [lader_ranks(al[k], len(de[k]), src_words=de[k], attach_null=args.attach_null) for k in keep]
-    g_ranks = [lader_ranks(a, len(s), src_words=s, attach_null=args.attach_null) for s, a in zip(g_de, g_al)]
+    # the gold is scored as lader's evaluator does; 'free' is a training-side choice only
+    g_attach = "right" if args.attach_null == "free" else args.attach_null
+    g_ranks = [lader_ranks(a, len(s), src_words=s, attach_null=g_attach) for s, a in zip(g_de, g_al)]
     t_ranks = time.perf_counter() - t0
 
     class_sizes = [int(k) for k in args.classes.split(",") if k]

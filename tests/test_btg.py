@@ -70,6 +70,46 @@ def test_edge_factored_losses_equal_sentence_losses(profile):
             assert d.score == pytest.approx(_derivation_score(m, words, d))
 
 
+def test_words_without_rank_are_left_out_of_the_tau_loss():
+    rng = random.Random(2)
+    m = random_model(loss="tau=1", use_reverse=True)
+    for _ in range(40):
+        n = rng.randint(1, 9)
+        ranks = [rng.randint(0, 3) for _ in range(n)]
+        free = [rng.random() < 0.3 for _ in range(n)]
+        words = [f"w{rng.randint(0, 4)}" for _ in range(n)]
+        given = [-1 if f else r for r, f in zip(ranks, free)]
+        kept = [i for i in range(n) if not free[i]]
+        for lw in (1.0, -1e6):
+            d = m.derive(words, given, loss_weight=lw)
+            # the τ loss of the order restricted to the ranked words, whatever the free words do
+            sub = [i for i in d.order if not free[i]]
+            expect = tau_loss([kept.index(i) for i in sub], [ranks[i] for i in kept])[0] if kept else 0
+            assert d.loss == pytest.approx(expect)
+            assert d.score == pytest.approx(_derivation_score(m, words, d))
+    # the oracle reproduces a binarisable order of the ranked words with zero loss, free words anywhere
+    for _ in range(30):
+        n = rng.randint(2, 10)
+        order = binarisable_order(0, n, rng)
+        r = ranks_of(order)
+        r[rng.randrange(n)] = -1
+        d = m.derive([f"w{i}" for i in range(n)], r, loss_weight=-1e6)
+        assert d.loss == 0
+
+
+def test_free_ranks_train_with_tau_and_are_refused_with_chunk():
+    sents = [["a", "b", "c"], ["b", "a", "c"]] * 5
+    free = [[1, -1, 0], [0, 1, -1]] * 5
+    m = BTGPreorderer(BTGConfig(hash_bits=12, loss="tau=1", learner="perceptron"))
+    m.train(sents, free, iterations=3, progress=False)
+    assert m.predict(["a", "b", "c"]).index(2) < m.predict(["a", "b", "c"]).index(0)
+    with pytest.raises(FormatError, match="without a rank") as e:
+        BTGPreorderer(BTGConfig(hash_bits=12)).train(sents, free, iterations=1, progress=False)
+    assert "line 1" in str(e.value)
+    with pytest.raises(FormatError, match="rank -2"):
+        BTGPreorderer(BTGConfig(hash_bits=12, loss="tau=1")).train([["a"]], [[-2]], iterations=1, progress=False)
+
+
 def _derivation_score(m: BTGPreorderer, words, d) -> float:
     from xlpe.reorder.btg import _derivation_features
     idx = _derivation_features(m.features(words), d.edges, m._ext.null)

@@ -32,6 +32,18 @@ def test_attach_null_left_sends_final_nulls_to_the_end():
     assert lader_ranks(a, 3, attach_null="right", src_words="x y .".split()) == [1, 0, 0]
 
 
+def test_attach_null_free_gives_unaligned_words_no_rank():
+    # SPEC §12.2's sentence: word 2 is unaligned; the aligned words keep the ranks of 'none' minus one
+    a = links("0-0 1-4 1-5 3-2 4-6")
+    assert lader_ranks(a, 5, attach_null="none") == [1, 3, 0, 2, 4]
+    assert lader_ranks(a, 5, attach_null="free") == [0, 2, -1, 1, 3]
+    # fully aligned: identical to lader's default; null-aligned brackets placed by lader keep a rank
+    assert lader_ranks(links("0-1 1-0"), 2, attach_null="free") == [1, 0]
+    w = "( x ) y".split()
+    assert lader_ranks(links("1-1 3-0"), 4, src_words=w, attach_null="free") == \
+        lader_ranks(links("1-1 3-0"), 4, src_words=w, attach_null="none")
+
+
 def test_null_aligned_brackets_go_around_their_content():
     w = "a ( b ) c".split()
     a = links("0-0 2-2 4-1")
@@ -115,6 +127,7 @@ def test_empty_and_unaligned_sentences():
     assert lader_ranks([], 0) == []
     assert lader_ranks([], 3) == [0, 0, 0]
     assert lader_ranks([], 3, attach_null="left") == [0, 0, 0]
+    assert lader_ranks([], 3, attach_null="free") == [-1, -1, -1]
 
 
 # --- DPE / 2PT --------------------------------------------------------------------------------

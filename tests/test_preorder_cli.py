@@ -55,3 +55,13 @@ def test_errors(corpus, tmp_path, capsys):
     assert rc == 0 and '"skipped_long": 1' in capsys.readouterr().out
     rc = main(["preorder", "apply", "--model", str(tmp_path / "nope"), "--input", str(tmp_path / "s")])
     assert rc == 1 and "no model.json" in capsys.readouterr().err
+
+
+def test_attach_null_free_trains_with_the_tau_loss_only(corpus, tmp_path, capsys):
+    (tmp_path / "s").write_text("a b c\nb a c\n")
+    (tmp_path / "a").write_text("0-1 2-0\n0-0 1-1\n")  # "b" unaligned in line 1, "c" in line 2
+    args = ["preorder", "train", "--src", str(tmp_path / "s"), "--align", str(tmp_path / "a"),
+            "--model", str(tmp_path / "m"), "--attach-null", "free", "--quiet", "--iterations", "2"]
+    rc = main(args)
+    assert rc == 1 and "--loss tau=1" in capsys.readouterr().err and not (tmp_path / "m").exists()
+    assert main(args + ["--loss", "tau=1"]) == 0 and (tmp_path / "m" / "model.json").exists()

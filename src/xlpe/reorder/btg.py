@@ -569,19 +569,31 @@ class _LossTables:
     pairs, a node for the discordant pairs across its children (straight: left rank > right rank;
     inverted: the opposite). Summed over a derivation they give the sentence-level losses (tested).
     Per-length tables are built on first use and shared by the model and the oracle search.
+
+    ``free`` marks words without a rank (``lader_ranks(..., attach_null="free")``, not in lader): the τ
+    loss leaves out every pair that has such a word, so their place in the order costs nothing. The chunk
+    loss has no such rule (its junction state is the rank of a boundary word), so it refuses them.
     """
 
-    def __init__(self, ranks: np.ndarray, w_chunk: float, w_tau: float):
+    def __init__(self, ranks: np.ndarray, w_chunk: float, w_tau: float, free: np.ndarray | None = None):
         r = np.asarray(ranks, dtype=np.int64)
         n = len(r)
         self.ranks = r
         self.max_rank = int(r.max()) if n else 0
         self.wc, self.wt = float(w_chunk), float(w_tau)
+        self.care = None
+        if free is not None and free.any():
+            if self.wc:
+                raise ConfigError("words without a rank (attach_null='free') need a τ-only loss profile, "
+                                  f"not chunk weight {self.wc:g}")
+            self.care = ~np.asarray(free, dtype=bool)
         step = np.diff(r)
         self.cf = np.concatenate(([0], np.cumsum((step != 0) & (step != 1)))).astype(np.float64)
         self.cb = np.concatenate(([0], np.cumsum((step != 0) & (step != -1)))).astype(np.float64)
         if self.wt:
             upper = np.triu(np.ones((n, n), dtype=bool), 1)
+            if self.care is not None:
+                upper &= self.care[:, None] & self.care[None, :]
             self.pg = np.zeros((n + 1, n + 1))
             self.pl = np.zeros((n + 1, n + 1))
             self.pg[1:, 1:] = ((r[:, None] > r[None, :]) & upper).cumsum(0).cumsum(1)
@@ -622,6 +634,8 @@ class _LossTables:
             step = np.diff(np.concatenate(([-1], ro, [self.max_rank + 1])))
             loss += self.wc * float(np.count_nonzero((step != 0) & (step != 1)))
         if self.wt and len(ro) > 1:
+            if self.care is not None:
+                ro = ro[self.care[np.asarray(order, dtype=np.int64)]]
             loss += self.wt * float(np.count_nonzero(np.triu(ro[:, None] > ro[None, :], 1)))
         return loss
 
@@ -934,18 +948,25 @@ class BTGPreorderer:
         return _cky(n, sc, self.config, losses, loss_weight, beam or self.config.beam)
 
     @staticmethod
-    def _dense_ranks(ranks: Sequence[int], n: int) -> np.ndarray:
+    def _dense_ranks(ranks: Sequence[int], n: int) -> tuple[np.ndarray, np.ndarray]:
+        """Ranks renumbered 0.. without gaps, and the mask of words without a rank (``-1``)."""
         r = np.asarray(ranks, dtype=np.int64).reshape(-1)
         if len(r) != n:
             raise FormatError(f"the sentence has {n} tokens but its ranks have {len(r)} entries",
                               expected="one rank per token")
-        if n and r.min() < 0:
-            raise FormatError("negative rank", expected="ranks >= 0 (from lader_ranks)")
-        return np.unique(r, return_inverse=True)[1].reshape(-1)
+        if n and r.min() < -1:
+            raise FormatError(f"rank {int(r.min())}",
+                              expected="ranks >= 0, or -1 for a word without a rank (from lader_ranks)")
+        free = r < 0
+        dense = np.zeros(n, dtype=np.int64)
+        if (~free).any():
+            dense[~free] = np.unique(r[~free], return_inverse=True)[1].reshape(-1)
+        return dense, free
 
     def _loss_tables(self, ranks: Sequence[int], n: int) -> _LossTables:
         lw = parse_loss_profile(self.config.loss)
-        return _LossTables(self._dense_ranks(ranks, n), lw["chunk"], lw["tau"])
+        dense, free = self._dense_ranks(ranks, n)
+        return _LossTables(dense, lw["chunk"], lw["tau"], free)
 
     def predict(self, sentence: Sequence[str] | str) -> list[int]:
         """The predicted order (lader ``order``): ``order[k]`` = original index of the k-th output word.
@@ -1007,7 +1028,9 @@ class BTGPreorderer:
 
         Args:
             sentences: token lists (factor columns inside tokens when ``factors > 1``).
-            ranks: oracle ranks per sentence (:func:`xlpe.reorder.oracle.lader_ranks`), same lengths.
+            ranks: oracle ranks per sentence (:func:`xlpe.reorder.oracle.lader_ranks`), same lengths;
+                ``-1`` = a word without a rank (``attach_null="free"``), left out of the τ loss so that
+                the oracle derivation may put it anywhere (τ-only loss profiles).
             iterations: passes over the data (lader's default is 500; stops early when an iteration's
                 model loss equals its oracle loss).
             progress: show a tqdm bar per iteration.
@@ -1029,18 +1052,21 @@ class BTGPreorderer:
             raise FormatError(f"{len(sentences)} sentences but {len(ranks)} rank lines",
                               expected="one rank line per training sentence")
         lw = parse_loss_profile(cfg.loss)
-        data: list[tuple[int, list[str], np.ndarray]] = []
+        data: list[tuple[int, list[str], np.ndarray, np.ndarray]] = []
         skipped = 0
         for k, (s, r) in enumerate(zip(sentences, ranks)):
             try:
                 cols = self._ext.split_factors(s)
-                dense = self._dense_ranks(r, len(cols[0]))
+                dense, free = self._dense_ranks(r, len(cols[0]))
+                if free.any() and lw["chunk"]:
+                    raise FormatError(f"{int(free.sum())} word(s) without a rank (-1)",
+                                      expected=f"a τ-only loss profile with attach_null='free', not {cfg.loss!r}")
             except FormatError as e:
                 raise e.at(line=k + 1) from None
             if len(s) == 0 or len(s) > cfg.max_len:
                 skipped += 1
                 continue
-            data.append((k, s, dense))
+            data.append((k, s, dense, free))
         cache: dict[int, _Features] = {}
         rng = np.random.default_rng(cfg.seed + len(self.history))
         stats = []
@@ -1057,8 +1083,8 @@ class BTGPreorderer:
             if iterator_cls is not None:
                 seq = iterator_cls(visit, desc=f"btg iter {len(self.history) + 1}", unit="sent", leave=False)
             for s_i in seq:
-                k, s, dense = data[s_i]
-                lt = _LossTables(dense, lw["chunk"], lw["tau"])
+                k, s, dense, free = data[s_i]
+                lt = _LossTables(dense, lw["chunk"], lw["tau"], free)
                 f = cache.get(k)
                 if f is None:
                     f = self._ext.extract(s)

@@ -358,7 +358,7 @@ def lader_spans(links: Iterable[Link], src_len: int, *, combine_blocks: bool = T
 
 def lader_ranks(links: Iterable[Link], src_len: int, *, combine_blocks: bool = True,
                 align_brackets: bool = True, src_words: Sequence[str] | None = None,
-                attach_null: Literal["right", "left", "none"] = "right") -> list[int]:
+                attach_null: Literal["right", "left", "none", "free"] = "right") -> list[int]:
     """lader's oracle ranks of the source words (SPEC §5.2), bit-exact.
 
     Args:
@@ -372,7 +372,10 @@ def lader_ranks(links: Iterable[Link], src_len: int, *, combine_blocks: bool = T
             ``src_words``; without words no token can be a bracket and the step changes nothing.
         src_words: the source tokens (first factor only, i.e. the words).
         attach_null: ``'right'`` (lader default), ``'left'`` (sentence-final nulls go to the end) or
-            ``'none'`` (lader ``LEAVE_NULL_AS_IS``: unaligned words keep span (-1,-1) and share the lowest rank).
+            ``'none'`` (lader ``LEAVE_NULL_AS_IS``: unaligned words keep span (-1,-1) and share the lowest rank)
+            or ``'free'`` (not in lader: as ``'none'``, but unaligned words get rank ``-1``, "no rank", which
+            :meth:`xlpe.reorder.btg.BTGPreorderer.train` leaves out of the τ loss; the aligned words'
+            ranks are those of ``'none'`` minus one when there are unaligned words).
 
     Returns:
         ``ranks[i]`` in ``0..max_rank``; words whose spans are equal or incomparable under lader's span
@@ -386,8 +389,9 @@ def lader_ranks(links: Iterable[Link], src_len: int, *, combine_blocks: bool = T
 
     Example (SPEC §12.1): ``lader_ranks([(0,0),(1,4),(1,5),(2,2),(3,6)], 4) == [0, 2, 1, 3]``.
     """
+    free = attach_null == "free"
     spans = lader_spans(links, src_len, combine_blocks=combine_blocks, align_brackets=align_brackets,
-                        src_words=src_words, attach_null=attach_null)
+                        src_words=src_words, attach_null="none" if free else attach_null)
     rank_map = _StdMap(_span_less)
     for i, span in enumerate(spans):
         node = rank_map.find(span)
@@ -399,6 +403,9 @@ def lader_ranks(links: Iterable[Link], src_len: int, *, combine_blocks: bool = T
     for rank, members in enumerate(rank_map.values_in_order()):
         for i in members:
             ranks[i] = rank
+    if free and any(sp[0] == -1 for sp in spans):
+        # the (-1,-1) span of the unaligned words sorts first (rank 0): the aligned words keep their order
+        ranks = [-1 if sp[0] == -1 else r - 1 for sp, r in zip(spans, ranks)]
     return ranks
 
 

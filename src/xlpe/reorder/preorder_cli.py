@@ -14,11 +14,11 @@ import json
 import logging
 import sys
 
-from xlpe.errors import FormatError
+from xlpe.errors import ConfigError, FormatError
 from xlpe.io.alignments import read_alignments, read_lader_alignments
 from xlpe.io.atomic import write_lines
 from xlpe.io.text import read_sentences
-from xlpe.reorder.btg import BTGConfig, BTGPreorderer
+from xlpe.reorder.btg import BTGConfig, BTGPreorderer, parse_loss_profile
 from xlpe.reorder.oracle import lader_ranks
 
 log = logging.getLogger(__name__)
@@ -64,8 +64,9 @@ def add_cli_arguments(p: argparse.ArgumentParser) -> None:
     t.add_argument("--model", required=True, help="output model directory (model.json + weights.npz)")
     t.add_argument("--init", help="continue training this saved model instead of starting from zero")
     t.add_argument("--iterations", type=int, default=10, help="passes over the data (stops early at zero loss gap)")
-    t.add_argument("--attach-null", choices=("right", "left", "none"), default="right",
-                   help="lader oracle: where unaligned words go")
+    t.add_argument("--attach-null", choices=("right", "left", "none", "free"), default="right",
+                   help="lader oracle: where unaligned words go ('free': nowhere, they are left out of the "
+                        "loss; needs --loss tau=W)")
     t.add_argument("--skip-long", action="store_true", help="skip and count sentences over --max-len instead of failing")
     d = BTGConfig()
     t.add_argument("--max-term", type=int, default=d.max_term, help="longest terminal span")
@@ -102,6 +103,9 @@ def cli_main(args: argparse.Namespace) -> int:
                             learner=args.learner, cost=args.cost, beam=args.beam, max_len=args.max_len,
                             seed=args.seed, average=args.average)
             model = BTGPreorderer(cfg)
+        if args.attach_null == "free" and parse_loss_profile(model.config.loss)["chunk"]:
+            raise ConfigError(f"--attach-null free leaves unaligned words without a rank, which only the τ loss "
+                              f"can handle: use --loss tau=1, not {model.config.loss!r}")
         sents, ranks, skipped = training_ranks(
             args.src, align=args.align, lader_align=args.lader_align, align_base=args.align_base, tgt=args.tgt,
             attach_null=args.attach_null, factor_sep=model.config.factor_sep, max_len=model.config.max_len,
