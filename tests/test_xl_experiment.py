@@ -63,6 +63,14 @@ def test_recipe_produces_every_table_and_reruns_from_cache(tmp_path, capsys):
     assert main(["experiment", "xl-pe", "--config", str(cfg), "--out", str(out),
                  "--set", "experiment.bootstrap_samples=60"]) == 0
     assert {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("done.json")} == stamps   # nothing retrained
+    # another seed alone (one per sitting) shares the data, subwords, alignments and preorderer of the first
+    shared = {p: p.stat().st_mtime_ns for p in out.glob("*/done.json")}
+    assert {p.parent.name for p in shared} >= {"data", "subword", "align", "preorder"}
+    assert main(["experiment", "xl-pe", "--config", str(cfg), "--out", str(out), "--only", "table1",
+                 "--set", "experiment.seeds=[2]", "--set", "experiment.systems=['baseline']",
+                 "--set", "experiment.alignment_systems=[]"]) == 0
+    assert {p: p.stat().st_mtime_ns for p in out.glob("*/done.json")} == shared
+    assert (out / "runs" / "baseline" / "seed2" / "done.json").exists()
 
 
 @pytest.mark.parametrize("sets, msg", [
