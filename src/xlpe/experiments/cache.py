@@ -4,6 +4,11 @@ A stage is a function ``fn(stage_dir) -> dict`` with a JSON-able dict of paramet
 unless ``stage_dir/done.json`` records the same parameters, and writes that marker atomically only when the
 stage finished. A killed recipe therefore resumes at the first unfinished stage. A stage that trains a model
 resumes from its own checkpoints.
+
+A stage directory belongs to one set of parameters: ``started.json`` records them when the stage starts. When
+the parameters change (a new model size, a new budget, ...), the old directory, finished or half-done, is
+moved aside to ``<name>.stale-<old key>`` before the stage runs again, so that no stage resumes from a
+checkpoint trained under other parameters.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import shutil
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -33,14 +39,27 @@ def file_sig(*paths: Path | str) -> list:
 def run_stage(out: Path, name: str, params: dict, fn: Callable[[Path], dict], force: bool = False) -> dict:
     """Run ``fn(out / name) -> result`` unless ``out/name/done.json`` records the same params."""
     d = Path(out) / name
-    marker = d / "done.json"
+    marker, started = d / "done.json", d / "started.json"
     key = digest(params)
     if not force and marker.exists():
         saved = json.loads(marker.read_text())
         if saved.get("key") == key:
             log.info("stage %s: cached (%s)", name, d)
             return saved["result"]
+    old = None
+    for f in (marker, started):
+        if f.exists():
+            old = json.loads(f.read_text()).get("key")
+            break
+    if old is not None and (old != key or force):
+        stale = d.with_name(f"{d.name}.stale-{old}")
+        if stale.exists():
+            shutil.rmtree(stale)
+        d.rename(stale)
+        log.warning("stage %s: its parameters changed; the old directory is now %s", name, stale)
     d.mkdir(parents=True, exist_ok=True)
+    with atomic_write(started) as f:
+        json.dump({"key": key, "params": params}, f, indent=2, default=str)
     t0 = time.time()
     log.info("stage %s: running", name)
     result = fn(d)
