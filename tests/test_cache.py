@@ -38,3 +38,28 @@ def test_stage_cache_resumes_only_under_its_own_parameters(tmp_path):
     stale = list(tmp_path.glob("c.stale-*"))
     assert len(stale) == 1 and (stale[0] / "ckpt").read_text() == "half"
     assert json.loads((tmp_path / "c" / "done.json").read_text())["params"] == {"x": 3}
+
+
+def test_file_sig_follows_content_not_path_or_mtime(tmp_path):
+    import os
+    import shutil
+
+    from xlpe.experiments.cache import file_sig
+
+    a = tmp_path / "x" / "train.en"
+    a.parent.mkdir()
+    a.write_text("ein Haus\n")
+    b = tmp_path / "y" / "train.en"
+    b.parent.mkdir()
+    shutil.copy(a, b)
+    os.utime(b, (1, 1))                                  # a copy on another machine: new path, new mtime
+    assert file_sig(a) == file_sig(b)
+    b.write_text("ein Baum\n")                           # same size, other content
+    assert file_sig(a) != file_sig(b) and file_sig(a)[0][1] == file_sig(b)[0][1]
+
+
+def test_forced_rerun_moves_the_same_key_aside_and_says_so(tmp_path, caplog):
+    run_stage(tmp_path, "s", {"x": 1}, lambda d: {"n": 1})
+    with caplog.at_level("WARNING", logger="xlpe.experiments"):
+        assert run_stage(tmp_path, "s", {"x": 1}, lambda d: {"n": 2}, force=True)["n"] == 2
+    assert "forced to run again" in caplog.text and len(list(tmp_path.glob("s.stale-*"))) == 1

@@ -31,9 +31,28 @@ def digest(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+_SIGS: dict[tuple, str] = {}
+
+
 def file_sig(*paths: Path | str) -> list:
-    """``(path, size, mtime)`` of files, for stage parameters that must change when an input file does."""
-    return [(str(p), Path(p).stat().st_size, int(Path(p).stat().st_mtime)) for p in paths]
+    """``[file name, size, content hash]`` of files, for stage parameters that must change when an input does.
+
+    The content, not the path or the modification time: a corpus copied to a new machine (new mtimes) or a
+    run directory moved elsewhere keeps its cached stages. Hashes are memoised per (path, size, mtime) within
+    a process, so a file named by many stages is read once.
+    """
+    out = []
+    for p in paths:
+        st = Path(p).stat()
+        k = (str(Path(p).resolve()), st.st_size, st.st_mtime_ns)
+        if k not in _SIGS:
+            h = hashlib.sha256()
+            with open(p, "rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    h.update(block)
+            _SIGS[k] = h.hexdigest()[:16]
+        out.append([Path(p).name, st.st_size, _SIGS[k]])
+    return out
 
 
 def run_stage(out: Path, name: str, params: dict, fn: Callable[[Path], dict], force: bool = False) -> dict:
@@ -56,7 +75,8 @@ def run_stage(out: Path, name: str, params: dict, fn: Callable[[Path], dict], fo
         if stale.exists():
             shutil.rmtree(stale)
         d.rename(stale)
-        log.warning("stage %s: its parameters changed; the old directory is now %s", name, stale)
+        log.warning("stage %s: %s; the old directory is now %s", name,
+                    "forced to run again" if old == key else "its parameters changed", stale)
     d.mkdir(parents=True, exist_ok=True)
     with atomic_write(started) as f:
         json.dump({"key": key, "params": params}, f, indent=2, default=str)
