@@ -79,6 +79,8 @@ def test_recipe_produces_every_table_and_reruns_from_cache(tmp_path, capsys):
     (["experiment.systems=['inxl']"], "must include 'baseline'"),
     (["experiment.xl_train_source='gold'"], "predicted' or 'oracle"),
     (["experiment.pe_options={rpe_k=3}"], "pe_options"),
+    (["experiment.preorder_attach_null='left'"], "'right' or 'free'"),
+    (["experiment.preorder_attach_null='free'"], "tau-only loss"),
     (["experiment.colour='red'"], r"unknown key\(s\) \['colour'\]"),
     (["data.train_src='/nonexistent'", "data.train_tgt='/nonexistent'", "data.test_src='x'",
       "data.test_tgt='x'"], "does not exist"),
@@ -92,3 +94,27 @@ def test_bad_configs_fail_before_any_work(sets, msg):
 def test_budget_is_required():
     with pytest.raises(ConfigError, match="needs a budget"):
         XLConfig.from_dict({"data": {"builtin": "sov"}, "train": {"lr": 1e-3}})
+
+
+@pytest.mark.parametrize("attach", ["right", "free"])
+def test_preorder_attach_null_reaches_the_training_labels(tmp_path, monkeypatch, attach):
+    from xlpe.reorder.btg import BTGPreorderer
+    seen = []
+    orig = BTGPreorderer.train
+
+    def spy(self, sents, ranks, **kw):
+        seen.extend(ranks)
+        return orig(self, sents, ranks, **kw)
+
+    monkeypatch.setattr(BTGPreorderer, "train", spy)
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(TINY)
+    out = tmp_path / "out"
+    assert main(["experiment", "xl-pe", "--config", str(cfg), "--out", str(out), "--only", "table1",
+                 "--set", "experiment.systems=['baseline']", "--set", "experiment.alignment_systems=[]",
+                 "--set", f"experiment.preorder_attach_null='{attach}'",
+                 "--set", "experiment.preorder={loss='tau=1'}"]) == 0
+    unranked = sum(r.count(-1) for r in seen)
+    assert (unranked > 0) == (attach == "free")
+    oracle = (out / "preorder" / "train.oracle.order").read_text().split("\n")
+    assert all(sorted(map(int, l.split())) == list(range(len(l.split()))) for l in oracle if l)   # permutations

@@ -115,6 +115,10 @@ class XLExperiment:
     preorder_sentences: int = 0                                  # 0 = all training pairs
     preorder_iterations: int = 3
     preorder: dict[str, Any] = field(default_factory=dict)      # BTGConfig overrides
+    # unaligned source words in the preorderer's training labels: "right" (lader: the right neighbour's
+    # rank) or "free" (no rank, left out of the tau loss; tau-only losses; measured better with eflomal
+    # labels on Europarl, benchmarks/bench_btg.py). Oracle orders (xl_train_source=oracle) always use "right"
+    preorder_attach_null: str = "right"
     preorderer: str = ""                                         # a trained preorderer directory to use instead
     beam: int = 5
     lenpen: float = 0.6
@@ -143,6 +147,12 @@ class XLConfig:
                                   "(rpe is not defined without an encoder, SPEC §4.7)")
         if "baseline" not in e.systems:
             raise ConfigError("experiment.systems must include 'baseline' (everything is compared with it)")
+        if e.preorder_attach_null not in ("right", "free"):
+            raise ConfigError(f"experiment.preorder_attach_null must be 'right' or 'free', not {e.preorder_attach_null!r}")
+        if e.preorder_attach_null == "free" and not e.preorderer and \
+                any(part.split("=")[0].strip() == "chunk" for part in e.preorder.get("loss", "chunk=1").split("|")):
+            raise ConfigError("experiment.preorder_attach_null = 'free' needs a tau-only loss: set "
+                              "experiment.preorder.loss = 'tau=1' (the chunk loss has no cost for unranked words)")
         if e.xl_train_source not in ("predicted", "oracle"):
             raise ConfigError(f"xl_train_source must be 'predicted' or 'oracle', not {e.xl_train_source!r}")
         unknown = sorted(set(e.pe_options) - set(XL_OPTIONS))
@@ -290,6 +300,8 @@ def stage_preorder(cfg: XLConfig, out: Path, data: dict, train_align: str) -> di
     splits = _split_sources(data)
     params = {"files": file_sig(train_align, *splits.values()), "n": e.preorder_sentences,
               "its": e.preorder_iterations, "btg": e.preorder, "model": e.preorderer, "seed": e.base_seed}
+    if e.preorder_attach_null != "right":       # only when set, so stages cached before the option keep their key
+        params["attach_null"] = e.preorder_attach_null
 
     def fn(sd: Path) -> dict:
         from xlpe.evaluate.reorder_metrics import corpus_reorder_scores
@@ -311,7 +323,10 @@ def stage_preorder(cfg: XLConfig, out: Path, data: dict, train_align: str) -> di
             n = e.preorder_sentences or len(src)
             model = BTGPreorderer(BTGConfig(**{"seed": e.base_seed, **e.preorder}))
             t0 = time.time()
-            hist = model.train(src[:n], ranks[:n], iterations=e.preorder_iterations, progress=sys.stderr.isatty())
+            labels = ranks if e.preorder_attach_null == "right" else \
+                [lader_ranks(sorted(a.links), len(s), src_words=s, attach_null=e.preorder_attach_null)
+                 for s, a in zip(src[:n], als[:n])]
+            hist = model.train(src[:n], labels[:n], iterations=e.preorder_iterations, progress=sys.stderr.isatty())
             res.update(train_sentences=n, iterations=len(hist),
                        seconds_per_iteration=round((time.time() - t0) / max(1, len(hist)), 1))
             model.save(sd / "model")
