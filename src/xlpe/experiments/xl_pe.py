@@ -412,7 +412,7 @@ def run_system(run_dir: Path, *, pe: list[str], pe_options: dict, encoder_free: 
     res = train(mcfg, tcfg, dcfg)
     train_s = time.time() - t0
     net = res.model.eval()
-    out: dict[str, Any] = {"pe": pe, "pe_options": opts, "encoder_free": encoder_free, "seed": seed,
+    out: dict[str, Any] = {"pe": pe, "pe_options": opts, "encoder_free": encoder_free, "seed": seed, "threads": threads,
                            "updates": res.step, "stop_reason": res.stop_reason, "params": count_parameters(net),
                            "train_seconds": round(train_s, 1),
                            "tokens_per_s": _median_tokens_per_s(run_dir / "train"), "tests": {}}
@@ -528,8 +528,9 @@ def run_experiment(cfg: XLConfig, out: str | os.PathLike, only: list[str] | None
             params = {"run": ro, "seed": seed, "model": cfg.model, "train": cfg.train, "beam": e.beam,
                       "lenpen": e.lenpen, "spm": file_sig(spm), "train_orders": file_sig(train_orders),
                       "tests": {k: file_sig(*[x for x in v if x]) for k, v in tests.items()},
-                      "gold": want_gold, "attention": [e.attention_layer, e.attention_merge],
-                      "threads": e.threads}
+                      "gold": want_gold, "attention": [e.attention_layer, e.attention_merge]}
+            # threads and jobs are not in the key: they change the speed, not the model a budget of updates
+            # trains, so a table can be filled with one thread per run in one sitting and two in another
             fn = functools.partial(
                 run_system, pe=ro["pe"], pe_options=ro["pe_options"], encoder_free=ro["encoder_free"], seed=seed,
                 model=cfg.model, train_opts=cfg.train, spm=spm, train_src=p["train_src"], train_tgt=p["train_tgt"],
@@ -657,10 +658,12 @@ def render_report(cfg: XLConfig, results: dict, tables: set[str]) -> str:
             sp = v.get("speed_vs_baseline")
             L.append(f"| {label} | {v['params']:,} | " + " | ".join(cells) +
                      f" | {_fmt(v['tests'][tests[0]]['chrf'])} | {'—' if sp is None else f'{sp:.2f}×'} |")
+        threads = sorted({r.get("threads") for r in results["runs"].values() if r.get("threads")})
         L += ["", "tok/s: median of each run's own training log relative to the baseline's"
-              + (f"; {e.jobs} runs shared the machine at a time, so this is a rough figure: for the cost of each "
-                 "encoding use `benchmarks/bench_nn_pe.py` (interleaved rounds, medians)" if e.jobs > 1 else "")
-              + "."]
+              + (f"; runs used {' or '.join(map(str, threads))} threads" if len(threads) > 1 else "")
+              + (f"; {e.jobs} runs shared the machine at a time" if e.jobs > 1 else "")
+              + (", so this is a rough figure: for the cost of each encoding use `benchmarks/bench_nn_pe.py` "
+                 "(interleaved rounds, medians)" if e.jobs > 1 or len(threads) > 1 else "") + "."]
     if "table1" in tables:
         labels = {"baseline": "baseline (APE)", "rpe": "+RPE", "xl": "XL PE only", "inxl": "+InXL",
                   "headxl": "+HeadXL", "combination": "+Combination"}
