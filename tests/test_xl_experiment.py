@@ -119,3 +119,20 @@ def test_preorder_attach_null_reaches_the_training_labels(tmp_path, monkeypatch,
     assert (unranked > 0) == (attach == "free")
     oracle = (out / "preorder" / "train.oracle.order").read_text().split("\n")
     assert all(sorted(map(int, l.split())) == list(range(len(l.split()))) for l in oracle if l)   # permutations
+
+
+def test_training_pairs_sharing_either_side_with_the_gold_set_are_removed(tmp_path):
+    from xlpe.experiments.xl_pe import stage_data
+    files = {"train.en": ["a b", "c d", "e f", "g h"], "train.de": ["A B", "C D", "X Y", "G H"],
+             "gold.en": ["c d", "z z"], "gold.de": ["Q Q", "X Y"], "gold.talp": ["1-1", "1-1"]}
+    for name, lines in files.items():
+        (tmp_path / name).write_text("\n".join(lines) + "\n")
+    t = str(tmp_path)
+    cfg = XLConfig.from_dict({"data": {"train_src": f"{t}/train.en", "train_tgt": f"{t}/train.de",
+                                       "test_src": f"{t}/gold.en", "test_tgt": f"{t}/gold.de",
+                                       "gold_src": f"{t}/gold.en", "gold_tgt": f"{t}/gold.de",
+                                       "gold_align": f"{t}/gold.talp"}, "train": {"max_updates": 1}})
+    data = stage_data(cfg, tmp_path / "out")
+    assert data["excluded"] == 2          # "c d" (source in gold), "X Y" (target in gold)
+    assert open(data["paths"]["train_src"]).read().split("\n")[:-1] == ["a b", "g h"]
+    assert open(data["paths"]["train_tgt"]).read().split("\n")[:-1] == ["A B", "G H"]

@@ -2,8 +2,8 @@
 
 The recipe goes from a bitext to the paper's tables:
 
-1. ``data``: the built-in pair (``[data] builtin = "sov"``) or your files. Training pairs whose source also
-   occurs in the gold alignment set are removed (``exclude_gold``).
+1. ``data``: the built-in pair (``[data] builtin = "sov"``) or your files. Training pairs whose source or target
+   also occurs in the gold alignment set are removed (``exclude_gold``).
 2. ``subword``: a joint sentencepiece model (or yours).
 3. ``align``: eflomal with grow-diag-final-and over train + gold sentences (or your ``train_align``).
 4. ``preorder``: a BTG preorderer trained on those alignments. It predicts the orders of every split from the
@@ -90,7 +90,7 @@ class XLData:
     gold_align: str = ""
     gold_base: int = 1
     gold_reverse: bool = False             # gold file is tgt-src (e.g. the De-En RWTH file for En->De)
-    exclude_gold: bool = True              # drop training pairs whose source is a gold source sentence
+    exclude_gold: bool = True              # drop training pairs whose source or target is a gold sentence
     align_lowercase: bool = True           # lowercase for eflomal (the gold-AER protocol)
 
 
@@ -218,17 +218,22 @@ def stage_data(cfg: XLConfig, out: Path) -> dict:
 
     inputs = [d.train_src, d.train_tgt] + [p for p in (d.gold_src, d.gold_tgt) if p]
     params = {"data": dataclasses.asdict(d), "files": file_sig(*inputs)}
+    if d.exclude_gold and d.gold_src:
+        params["exclude"] = "source or target"     # a pair goes when either side is a gold sentence
 
     def fn(sd: Path) -> dict:
         paths = {k: getattr(d, k) for k in ("train_src", "train_tgt", "dev_src", "dev_tgt", "test_src", "test_tgt",
                                             "gold_src", "gold_tgt", "gold_align")}
         excluded = 0
         if d.exclude_gold and d.gold_src:
-            gold = set(_read(d.gold_src))
+            # either side: Europarl repeats boilerplate ("Die Abstimmung findet morgen um 12.00 Uhr statt .")
+            # under other English wordings, and a gold target in training leaks the test reference
+            gold_src = set(_read(d.gold_src))
+            gold_tgt = set(_read(d.gold_tgt)) if d.gold_tgt else set()
             src, tgt = _read(d.train_src), _read(d.train_tgt)
             if len(src) != len(tgt):
                 raise ConfigError(f"{d.train_src} has {len(src)} lines but {d.train_tgt} has {len(tgt)}")
-            keep = [i for i, s in enumerate(src) if s not in gold]
+            keep = [i for i, (s, t) in enumerate(zip(src, tgt)) if s not in gold_src and t not in gold_tgt]
             excluded = len(src) - len(keep)
             if excluded:
                 for side, lines in (("src", src), ("tgt", tgt)):
@@ -239,7 +244,7 @@ def stage_data(cfg: XLConfig, out: Path) -> dict:
                     al = _read(d.train_align)
                     with atomic_write(sd / "train.align") as f:
                         f.writelines(al[i] + "\n" for i in keep)
-        log.info("data: %d training pairs removed because their source is in the gold set", excluded)
+        log.info("data: %d training pairs removed because their source or target is a gold sentence", excluded)
         return {"paths": paths, "gold_base": d.gold_base, "gold_reverse": d.gold_reverse,
                 "extra_tests": dict(d.extra_tests), "excluded": excluded,
                 "train_align": str(sd / "train.align") if (excluded and d.train_align) else d.train_align}
