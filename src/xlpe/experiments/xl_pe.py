@@ -663,9 +663,10 @@ def render_report(cfg: XLConfig, results: dict, tables: set[str]) -> str:
             sp = v.get("speed_vs_baseline")
             L.append(f"| {label} | {v['params']:,} | " + " | ".join(cells) +
                      f" | {_fmt(v['tests'][tests[0]]['chrf'])} | {'—' if sp is None else f'{sp:.2f}×'} |")
-        threads = sorted({r.get("threads") for r in results["runs"].values() if r.get("threads")})
+        # runs cached before runs recorded their thread count say "unrecorded"
+        threads = sorted({str(r.get("threads") or "unrecorded") for r in results["runs"].values()})
         L += ["", "tok/s: median of each run's own training log relative to the baseline's"
-              + (f"; runs used {' or '.join(map(str, threads))} threads" if len(threads) > 1 else "")
+              + (f"; runs used {' or '.join(threads)} threads" if len(threads) > 1 else "")
               + (f"; {e.jobs} runs shared the machine at a time" if e.jobs > 1 else "")
               + (", so this is a rough figure: for the cost of each encoding use `benchmarks/bench_nn_pe.py` "
                  "(interleaved rounds, medians)" if e.jobs > 1 or len(threads) > 1 else "") + "."]
