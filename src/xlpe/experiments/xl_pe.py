@@ -148,7 +148,8 @@ class XLConfig:
         if "baseline" not in e.systems:
             raise ConfigError("experiment.systems must include 'baseline' (everything is compared with it)")
         if e.preorder_attach_null not in ("right", "free"):
-            raise ConfigError(f"experiment.preorder_attach_null must be 'right' or 'free', not {e.preorder_attach_null!r}")
+            raise ConfigError("experiment.preorder_attach_null must be 'right' or 'free', "
+                              f"not {e.preorder_attach_null!r}")
         if e.preorder_attach_null == "free" and not e.preorderer and \
                 any(part.split("=")[0].strip() == "chunk" for part in e.preorder.get("loss", "chunk=1").split("|")):
             raise ConfigError("experiment.preorder_attach_null = 'free' needs a tau-only loss: set "
