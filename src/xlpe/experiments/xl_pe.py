@@ -150,8 +150,9 @@ class XLConfig:
         if e.preorder_attach_null not in ("right", "free"):
             raise ConfigError("experiment.preorder_attach_null must be 'right' or 'free', "
                               f"not {e.preorder_attach_null!r}")
+        from xlpe.reorder.btg import BTGConfig, parse_loss_profile
         if e.preorder_attach_null == "free" and not e.preorderer and \
-                any(part.split("=")[0].strip() == "chunk" for part in e.preorder.get("loss", "chunk=1").split("|")):
+                parse_loss_profile(e.preorder.get("loss", BTGConfig.loss))["chunk"]:
             raise ConfigError("experiment.preorder_attach_null = 'free' needs a tau-only loss: set "
                               "experiment.preorder.loss = 'tau=1' (the chunk loss has no cost for unranked words)")
         if e.xl_train_source not in ("predicted", "oracle"):
