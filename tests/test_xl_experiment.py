@@ -26,6 +26,8 @@ vocab_size = 300
 preorder_iterations = 1
 beam = 2
 bootstrap_samples = 50
+cost_rounds = 2
+cost_updates = 2
 [model]
 preset = "tiny"
 d_model = 16
@@ -58,19 +60,30 @@ def test_recipe_produces_every_table_and_reruns_from_cache(tmp_path, capsys):
     al = runs["headxl/seed1"]["attention_alignment"]
     assert 0 <= al["aer"] <= 1 and "attention_alignment" not in runs["inxl/seed1"]
     assert (out / "plots" / "fig3_tau.png").exists() and (out / "plots" / "fig4_noise.png").exists()
+    # Table 1's cost column: the Table 1 systems trained in interleaved rounds, ratios to the baseline's
+    cost = res["results"]["cost"]
+    assert cost["reference"] == "baseline" and set(cost["systems"]) == {"baseline", "inxl", "headxl"}
+    assert cost["systems"]["baseline"]["relative_speed_per_round"] == [1.0, 1.0]
+    for v in cost["systems"].values():
+        assert len(v["tokens_per_s"]) == 2 and all(t > 0 for t in v["tokens_per_s"])
+    assert res["results"]["summary"]["systems"]["inxl"]["speed_vs_baseline"] == \
+        cost["systems"]["inxl"]["relative_speed"]
+    assert "2 interleaved rounds" in report
     stamps = {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("done.json")}
+    cost_stamp = (out / "cost" / "done.json").stat().st_mtime_ns
     capsys.readouterr()
     assert main(["experiment", "xl-pe", "--config", str(cfg), "--out", str(out),
                  "--set", "experiment.bootstrap_samples=60", "--set", "experiment.threads=2"]) == 0
-    # neither the report's bootstrap nor the thread count retrains anything
+    # neither the report's bootstrap nor the thread count retrains anything; the speed is measured again
     assert {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("done.json")} == stamps
+    assert (out / "cost" / "done.json").stat().st_mtime_ns != cost_stamp
     # another seed alone (one per sitting) shares the data, subwords, alignments and preorderer of the first
-    shared = {p: p.stat().st_mtime_ns for p in out.glob("*/done.json")}
-    assert {p.parent.name for p in shared} >= {"data", "subword", "align", "preorder"}
+    shared = {p: p.stat().st_mtime_ns for p in out.glob("*/done.json") if not p.parent.name.startswith("cost")}
+    assert {p.parent.name for p in shared} == {"data", "subword", "align", "preorder"}
     assert main(["experiment", "xl-pe", "--config", str(cfg), "--out", str(out), "--only", "table1",
                  "--set", "experiment.seeds=[2]", "--set", "experiment.systems=['baseline']",
                  "--set", "experiment.alignment_systems=[]"]) == 0
-    assert {p: p.stat().st_mtime_ns for p in out.glob("*/done.json")} == shared
+    assert {p: p.stat().st_mtime_ns for p in out.glob("*/done.json") if not p.parent.name.startswith("cost")} == shared
     assert (out / "runs" / "baseline" / "seed2" / "done.json").exists()
 
 

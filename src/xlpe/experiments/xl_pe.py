@@ -16,7 +16,11 @@ The recipe goes from a bitext to the paper's tables:
 What is reproduced:
 
 * Table 1: baseline / +RPE / +InXL / +HeadXL / +Combination. BLEU is mean ± std over seeds. The paired
-  bootstrap against the baseline runs on the outputs of all seeds joined. Parameter counts are listed.
+  bootstrap against the baseline runs on the outputs of all seeds joined. Parameter counts are listed. The
+  training cost of each system, relative to the baseline, is measured apart by the ``cost`` stage
+  (:func:`measure_cost`): the systems train a few updates each in turn, in interleaved rounds, on the
+  recipe's own model and data, so all of them meet the same machine load. The runs' own logs cannot give
+  this figure when runs share the machine or use different thread counts.
 * Figure 3: BLEU vs τ for HeadXL (``taus``).
 * Table 3: AER / P / R of attention alignments.
 * Table 4: the encoder-free model with no PE / APE / InXL (RPE is not defined there, SPEC §4.7).
@@ -126,6 +130,10 @@ class XLExperiment:
     attention_merge: str = "any"
     bootstrap_samples: int = 1000
     threads: int = 1                                             # torch threads per run
+    # Table 1's cost column: every system trains cost_updates updates in turn, cost_rounds times after a
+    # warm-up round, on the recipe's model and data (0 rounds = use each run's own log, a rough figure)
+    cost_rounds: int = 3
+    cost_updates: int = 10
     jobs: int = 1                                                # runs at once, in separate processes
 
 
@@ -162,6 +170,8 @@ class XLConfig:
             raise ConfigError(f"experiment.pe_options {unknown} unknown; valid: {', '.join(XL_OPTIONS)}")
         if not e.seeds:
             raise ConfigError("experiment.seeds is empty")
+        if e.cost_rounds < 0 or e.cost_updates < 2:
+            raise ConfigError("experiment.cost_rounds must be >= 0 and experiment.cost_updates >= 2")
         if not d.builtin:
             for k in ("train_src", "train_tgt", "test_src", "test_tgt"):
                 if not getattr(d, k):
@@ -397,24 +407,15 @@ def run_system(run_dir: Path, *, pe: list[str], pe_options: dict, encoder_free: 
     from xlpe.evaluate.bleu import corpus_scores
     from xlpe.infer.translate import translate_lines
     from xlpe.io.orders import invert_order, read_orders
-    from xlpe.nn.positions import required_channels
-    from xlpe.nn.transformer import TransformerConfig, count_parameters
-    from xlpe.train.trainer import DataConfig, TrainConfig, train
+    from xlpe.nn.transformer import count_parameters
+    from xlpe.train.trainer import train
 
     sw = SubwordModel.load(spm)
-    m = dict(model)
-    preset = m.pop("preset", "small")
-    opts = {k: v for k, v in pe_options.items() if k in _declared_options(pe)}
-    mcfg = TransformerConfig.from_preset(preset, **{**m, "src_vocab_size": sw.vocab_size, "pe": pe,
-                                                    "pe_options": opts, "encoder_free": encoder_free})
-    uses_xl = "xl" in required_channels(mcfg)
-    tcfg = TrainConfig(**{"log_every": 50, "progress": sys.stderr.isatty(), "threads": threads,
-                          "validate_every": 0, "keep_last": 1, **train_opts, "out": str(run_dir / "train"),
-                          "seed": seed, "resume": "auto"})
-    dcfg = DataConfig(train_src=train_src, train_tgt=train_tgt, dev_src=dev_src, dev_tgt=dev_tgt,
-                      subword_model=spm, train_orders=train_orders if uses_xl else None,
-                      dev_orders=dev_orders if uses_xl and dev_src else None,
-                      train_orders_noise=noise if uses_xl else 0.0, noise_seed=seed)
+    mcfg, tcfg, dcfg, uses_xl = _train_configs(
+        run_dir / "train", pe=pe, pe_options=pe_options, encoder_free=encoder_free, seed=seed, model=model,
+        train_opts=train_opts, spm=spm, train_src=train_src, train_tgt=train_tgt, dev_src=dev_src,
+        dev_tgt=dev_tgt, train_orders=train_orders, dev_orders=dev_orders, threads=threads, noise=noise)
+    opts = mcfg.pe_options
     t0 = time.time()
     res = train(mcfg, tcfg, dcfg)
     train_s = time.time() - t0
@@ -451,6 +452,75 @@ def run_system(run_dir: Path, *, pe: list[str], pe_options: dict, encoder_free: 
         sc = corpus_aer(hyp_al, gold["alignments"])
         out["attention_alignment"] = {"aer": sc.aer, "precision": sc.precision, "recall": sc.recall,
                                       "layer": attention_layer, "merge": attention_merge}
+    return out
+
+
+def _train_configs(train_dir: Path, *, pe: list[str], pe_options: dict, encoder_free: bool, seed: int, model: dict,
+                   train_opts: dict, spm: str, train_src: str, train_tgt: str, dev_src: str | None = None,
+                   dev_tgt: str | None = None, train_orders: str | None = None, dev_orders: str | None = None,
+                   threads: int = 1, noise: float = 0.0):
+    """The model, training and data configs of one recipe run, and whether the model reads XL indices."""
+    from xlpe.data.subword import SubwordModel
+    from xlpe.nn.positions import required_channels
+    from xlpe.nn.transformer import TransformerConfig
+    from xlpe.train.trainer import DataConfig, TrainConfig
+
+    m = dict(model)
+    preset = m.pop("preset", "small")
+    opts = {k: v for k, v in pe_options.items() if k in _declared_options(pe)}
+    mcfg = TransformerConfig.from_preset(preset, **{**m, "src_vocab_size": SubwordModel.load(spm).vocab_size,
+                                                    "pe": pe, "pe_options": opts, "encoder_free": encoder_free})
+    uses_xl = "xl" in required_channels(mcfg)
+    tcfg = TrainConfig(**{"log_every": 50, "progress": sys.stderr.isatty(), "threads": threads,
+                          "validate_every": 0, "keep_last": 1, **train_opts, "out": str(train_dir),
+                          "seed": seed, "resume": "auto"})
+    dcfg = DataConfig(train_src=train_src, train_tgt=train_tgt, dev_src=dev_src, dev_tgt=dev_tgt,
+                      subword_model=spm, train_orders=train_orders if uses_xl else None,
+                      dev_orders=dev_orders if uses_xl and dev_src else None,
+                      train_orders_noise=noise if uses_xl else 0.0, noise_seed=seed)
+    return mcfg, tcfg, dcfg, uses_xl
+
+
+def measure_cost(out_dir: Path, systems: dict[str, tuple[list[str], dict]], *, model: dict, train_opts: dict,
+                 spm: str, train_src: str, train_tgt: str, train_orders: str | None, threads: int, rounds: int,
+                 updates: int, seed: int = 1) -> dict:
+    """Training speed of each system relative to the first, measured in interleaved rounds.
+
+    ``systems`` maps a name to ``(pe, pe_options)``; the first is the reference. Every system trains with the
+    recipe's own model, optimiser, batches and data, through :func:`xlpe.train.trainer.train`. Round ``r``
+    takes every system in turn from update ``r·updates`` to ``(r+1)·updates``, resuming its checkpoint, so
+    that all systems meet the same machine noise. Round 0 is warm-up and is not counted. The tokens/s of a
+    round is the trainer's own figure for that round's second half, which excludes model loading and
+    checkpoint writing. Each system gets the median of its per-round tokens/s and of its per-round ratio
+    to the reference. All systems see the same batches, since they share the seed.
+    """
+    from xlpe.train.trainer import train
+
+    if rounds < 1 or updates < 2:
+        raise ConfigError("the cost measurement needs cost_rounds >= 1 and cost_updates >= 2")
+    budget = {k: v for k, v in train_opts.items() if not k.startswith("max_") and k not in ("save_every", "log_every")}
+    tps: dict[str, list[float]] = {n: [] for n in systems}
+    for r in range(rounds + 1):
+        for name, (pe, pe_options) in systems.items():
+            opts = {**budget, "max_updates": (r + 1) * updates, "save_every": updates, "log_every": updates // 2,
+                    "keep_last": 1, "cache_data": True, "progress": False}
+            mcfg, tcfg, dcfg, _ = _train_configs(
+                out_dir / name, pe=pe, pe_options=pe_options, encoder_free=False, seed=seed, model=model,
+                train_opts=opts, spm=spm, train_src=train_src, train_tgt=train_tgt, train_orders=train_orders,
+                threads=threads)
+            train(mcfg, tcfg, dcfg)
+            if r:
+                with open(out_dir / name / "train_log.csv", newline="") as f:
+                    row = [x for x in csv.DictReader(f) if int(x["step"]) == (r + 1) * updates]
+                tps[name].append(float(row[-1]["tokens_per_s"]))
+    ref = next(iter(systems))
+    out = {"rounds": rounds, "updates": updates, "threads": threads, "reference": ref, "systems": {}}
+    for name, v in tps.items():
+        ratios = [a / b for a, b in zip(v, tps[ref])]
+        out["systems"][name] = {"tokens_per_s": [round(x, 1) for x in v],
+                                "tokens_per_s_median": round(statistics.median(v), 1),
+                                "relative_speed": round(statistics.median(ratios), 4),
+                                "relative_speed_per_round": [round(x, 4) for x in ratios]}
     return out
 
 
@@ -549,6 +619,16 @@ def run_experiment(cfg: XLConfig, out: str | os.PathLike, only: list[str] | None
             keys.append(key)
     log.info("%d runs (%d systems x %d seeds), %d at a time", len(tasks), len(planned), len(e.seeds), e.jobs)
     results["runs"] = dict(zip(keys, run_stages(tasks, e.jobs)))
+    if "table1" in tables and e.cost_rounds:
+        systems = {n: (SYSTEMS[n][0], e.pe_options) for n in dict.fromkeys(["baseline"] + e.systems)}
+        budget = {k: v for k, v in cfg.train.items() if not k.startswith("max_")}
+        params = {"systems": systems, "model": cfg.model, "train": budget, "rounds": e.cost_rounds,
+                  "updates": e.cost_updates, "threads": e.threads,
+                  "files": file_sig(spm, p["train_src"], p["train_tgt"], train_orders)}
+        results["cost"] = run_stage(out, "cost", params, lambda d: measure_cost(
+            d, systems, model=cfg.model, train_opts=cfg.train, spm=spm, train_src=p["train_src"],
+            train_tgt=p["train_tgt"], train_orders=train_orders, threads=e.threads, rounds=e.cost_rounds,
+            updates=e.cost_updates, seed=e.base_seed))
     results["summary"] = summarise(cfg, results, tables, tests)
     if results["summary"]["fig4"]:
         from xlpe.io.orders import read_orders
@@ -614,9 +694,12 @@ def summarise(cfg: XLConfig, results: dict, tables: set[str], tests: dict) -> di
         if n.startswith("ef-") and "ef-ape" in names:
             base = "ef-ape"
         s["systems"][n] = _system_summary(cfg, runs, n, base, refs)
+    cost = results.get("cost", {}).get("systems", {})
     base_tps = s["systems"].get("baseline", {}).get("tokens_per_s")
     for n, v in s["systems"].items():
-        if base_tps and v.get("tokens_per_s"):
+        if n in cost:
+            v["speed_vs_baseline"] = cost[n]["relative_speed"]
+        elif base_tps and v.get("tokens_per_s") and not cost:
             v["speed_vs_baseline"] = v["tokens_per_s"] / base_tps
     tau0 = _default_tau(cfg)
     s["fig3"] = ([(0, "baseline")] + [(t, "headxl" if t == tau0 else f"headxl-tau{t}") for t in e.taus if t > 0]
@@ -665,13 +748,22 @@ def render_report(cfg: XLConfig, results: dict, tables: set[str]) -> str:
             sp = v.get("speed_vs_baseline")
             L.append(f"| {label} | {v['params']:,} | " + " | ".join(cells) +
                      f" | {_fmt(v['tests'][tests[0]]['chrf'])} | {'—' if sp is None else f'{sp:.2f}×'} |")
-        # runs cached before runs recorded their thread count say "unrecorded"
-        threads = sorted({str(r.get("threads") or "unrecorded") for r in results["runs"].values()})
-        L += ["", "tok/s: median of each run's own training log relative to the baseline's"
-              + (f"; runs used {' or '.join(threads)} threads" if len(threads) > 1 else "")
-              + (f"; {e.jobs} runs shared the machine at a time" if e.jobs > 1 else "")
-              + (", so this is a rough figure: for the cost of each encoding use `benchmarks/bench_nn_pe.py` "
-                 "(interleaved rounds, medians)" if e.jobs > 1 or len(threads) > 1 else "") + "."]
+        c = results.get("cost")
+        if c and base_label == "baseline":
+            L += ["", f"tok/s vs baseline: measured apart, in {c['rounds']} interleaved rounds after a warm-up "
+                      f"round; each round trains every system for {c['updates']} updates in turn on this model and "
+                      f"data ({c['threads']} thread(s)); the median of the per-round ratios. Baseline: "
+                      f"{c['systems'][c['reference']]['tokens_per_s_median']:,.0f} tok/s."]
+        elif c:
+            L += ["", "tok/s vs baseline: not measured for this table."]
+        else:
+            # runs cached before runs recorded their thread count say "unrecorded"
+            threads = sorted({str(r.get("threads") or "unrecorded") for r in results["runs"].values()})
+            L += ["", "tok/s: median of each run's own training log relative to the baseline's"
+                  + (f"; runs used {' or '.join(threads)} threads" if len(threads) > 1 else "")
+                  + (f"; {e.jobs} runs shared the machine at a time" if e.jobs > 1 else "")
+                  + (", so this is a rough figure: set experiment.cost_rounds to measure it" if e.jobs > 1
+                     or len(threads) > 1 else "") + "."]
     if "table1" in tables:
         labels = {"baseline": "baseline (APE)", "rpe": "+RPE", "xl": "XL PE only", "inxl": "+InXL",
                   "headxl": "+HeadXL", "combination": "+Combination"}
