@@ -76,3 +76,37 @@ def test_head_inputs_select_heads_without_parameters():
     assert torch.allclose(mixed[..., :4], alt[..., :4], atol=1e-6)
     assert torch.allclose(mixed[..., 4:], plain[..., 4:], atol=1e-6)
     assert sum(p.numel() for p in mha.parameters()) == n_params
+
+
+def test_head_inputs_any_head_subset_in_self_and_cross_attention_with_gradients():
+    """Heads 1 and 3 (not a prefix) read the other input, in self-attention (Q, K, V) and in cross-attention
+    (K, V of the memory); the result is each head computed from its own input, and gradients reach the
+    projections through both inputs."""
+    torch.manual_seed(3)
+    mha = MultiheadAttention(16, 4).eval()
+    x, x_alt = torch.randn(2, 5, 16), torch.randn(2, 5, 16)
+    mem, mem_alt = torch.randn(2, 7, 16), torch.randn(2, 7, 16)
+    sel = torch.tensor([False, True, False, True])
+    cols = torch.arange(16).view(4, 4)[sel].flatten()
+    keep = torch.arange(16).view(4, 4)[~sel].flatten()
+    captured = []
+    mha.out_proj.register_forward_hook(lambda m, i, o: captured.append(i[0]))
+    mha(x, head_inputs=[HeadInput(x_alt, sel)])
+    mha(x_alt)
+    mha(x)
+    mixed, alt, plain = captured
+    assert torch.allclose(mixed[..., cols], alt[..., cols], atol=1e-6)
+    assert torch.allclose(mixed[..., keep], plain[..., keep], atol=1e-6)
+    captured.clear()
+    mha(x, memory=mem, head_inputs=[HeadInput(mem_alt, sel)])
+    mha(x, memory=mem_alt)
+    mha(x, memory=mem)
+    mixed, alt, plain = captured
+    assert torch.allclose(mixed[..., cols], alt[..., cols], atol=1e-6)
+    assert torch.allclose(mixed[..., keep], plain[..., keep], atol=1e-6)
+    x_alt.requires_grad_(True)
+    mha(x, head_inputs=[HeadInput(x_alt, sel)])[0].sum().backward()
+    assert x_alt.grad.abs().sum() > 0
+    # the Q weight rows of heads 1 and 3 are reached (through x_alt), and so are those of heads 0 and 2 (x)
+    g = mha.q_proj.weight.grad.abs().sum(1).view(4, 4).sum(1)
+    assert (g > 0).all()

@@ -6,7 +6,8 @@
   the attention weights are requested, scores are computed explicitly; otherwise
   ``torch.nn.functional.scaled_dot_product_attention`` does the work.
 * ``head_inputs``: other inputs for a subset of heads (HeadXL, SPEC §4.4). Q, K and V of those heads are the
-  same full projections applied to the other input, then selected per head: no extra parameter.
+  same projections applied to the other input: no extra parameter. Only those heads' rows of each projection
+  are applied to it, so τ of H heads cost τ/H of a projection more, not a whole one.
 
 The layers live here rather than in ``transformer.py`` so that position encodings that contain Transformer
 layers (DPE, SPEC §6.1) can build them without an import cycle.
@@ -76,7 +77,18 @@ class MultiheadAttention(nn.Module):
 
     def _split(self, x: Tensor) -> Tensor:  # (B, T, d) -> (B, H, T, d_k)
         B, T, _ = x.shape
-        return x.view(B, T, self.n_heads, self.d_k).transpose(1, 2)
+        return x.view(B, T, -1, self.d_k).transpose(1, 2)
+
+    def _project(self, lin: nn.Linear, x: Tensor, head_inputs: Sequence[HeadInput]) -> Tensor:
+        """``lin`` applied per head, ``(B, H, T, d_k)``: to ``x``, and for the heads of each head input, to its
+        own ``x``. Those heads' rows of the weight are applied to the other input alone."""
+        out = self._split(lin(x))
+        for hi in head_inputs:
+            idx = hi.heads.to(x.device).nonzero().flatten()
+            rows = (idx[:, None] * self.d_k + torch.arange(self.d_k, device=x.device)).flatten()
+            part = F.linear(hi.x, lin.weight[rows], lin.bias[rows])
+            out = out.index_copy(1, idx, self._split(part))
+        return out
 
     def forward(self, x: Tensor, memory: Tensor | None = None, *, key_pad_mask: Tensor | None = None,
                 causal: bool = False, rel: Sequence[RelativeTerms] = (), head_inputs: Sequence[HeadInput] = (),
@@ -99,30 +111,22 @@ class MultiheadAttention(nn.Module):
             ``(out (B, Tq, d), weights or None)``.
         """
         B, Tq, _ = x.shape
-        q = self._split(self.q_proj(x))
         offset = 0
         if memory is None:
-            k, v = self._split(self.k_proj(x)), self._split(self.v_proj(x))
-            for hi in head_inputs:
-                sel = hi.heads.to(x.device).view(1, -1, 1, 1)
-                q = torch.where(sel, self._split(self.q_proj(hi.x)), q)
-                k = torch.where(sel, self._split(self.k_proj(hi.x)), k)
-                v = torch.where(sel, self._split(self.v_proj(hi.x)), v)
+            q, k, v = (self._project(lin, x, head_inputs) for lin in (self.q_proj, self.k_proj, self.v_proj))
             if cache is not None:
                 if "k" in cache:
                     offset = cache["k"].shape[2]
                     k, v = torch.cat((cache["k"], k), 2), torch.cat((cache["v"], v), 2)
                 cache["k"], cache["v"] = k, v
-        elif cache is not None and "k" in cache:
-            k, v = cache["k"], cache["v"]
         else:
-            k, v = self._split(self.k_proj(memory)), self._split(self.v_proj(memory))
-            for hi in head_inputs:
-                sel = hi.heads.to(x.device).view(1, -1, 1, 1)
-                k = torch.where(sel, self._split(self.k_proj(hi.x)), k)
-                v = torch.where(sel, self._split(self.v_proj(hi.x)), v)
-            if cache is not None:
-                cache["k"], cache["v"] = k, v
+            q = self._split(self.q_proj(x))
+            if cache is not None and "k" in cache:
+                k, v = cache["k"], cache["v"]
+            else:
+                k, v = (self._project(lin, memory, head_inputs) for lin in (self.k_proj, self.v_proj))
+                if cache is not None:
+                    cache["k"], cache["v"] = k, v
         Tk = k.shape[2]
 
         # Boolean mask, True = may attend; None = everything. SDPA's own is_causal only when nothing else is masked.
