@@ -72,6 +72,8 @@ SYSTEMS: dict[str, tuple[list[str], bool]] = {
 ENCODER_FREE: dict[str, list[str]] = {"none": ["none"], "ape": ["ape"], "xl": ["xl"], "inxl": ["inxl"],
                                       "headxl": ["ape", "headxl"], "combination": ["ape", "combination"]}
 XL_OPTIONS = ("tau", "tau_ratio", "xl_fusion_param")
+#: the stopping rules of [train] (the per-run budget)
+_STOPS = ("max_updates", "max_epochs", "max_time_minutes")
 TABLES = ("table1", "fig3", "table3", "table4", "fig4")
 
 
@@ -180,7 +182,7 @@ class XLConfig:
                     raise ConfigError(f"[data] {k}: {getattr(d, k)} does not exist")
         if e.alignment_systems and not (d.builtin or d.gold_align):
             log.warning("no gold alignments ([data] gold_align): Table 3 is skipped")
-        if not {"max_updates", "max_time_minutes", "max_epochs"} & set(self.train):
+        if not set(_STOPS) & set(self.train):
             raise ConfigError("[train] needs a budget: max_updates and/or max_time_minutes (the same for every run)")
         return self
 
@@ -498,15 +500,14 @@ def measure_cost(out_dir: Path, systems: dict[str, tuple[list[str], dict]], *, m
 
     if rounds < 1 or updates < 2:
         raise ConfigError("the cost measurement needs cost_rounds >= 1 and cost_updates >= 2")
-    budget = {k: v for k, v in train_opts.items() if not k.startswith("max_") and k not in ("save_every", "log_every")}
+    opts = {k: v for k, v in train_opts.items() if k not in _STOPS + ("save_every", "log_every")}
     tps: dict[str, list[float]] = {n: [] for n in systems}
     for r in range(rounds + 1):
         for name, (pe, pe_options) in systems.items():
-            opts = {**budget, "max_updates": (r + 1) * updates, "save_every": updates, "log_every": updates // 2,
-                    "keep_last": 1, "cache_data": True, "progress": False}
             mcfg, tcfg, dcfg, _ = _train_configs(
                 out_dir / name, pe=pe, pe_options=pe_options, encoder_free=False, seed=seed, model=model,
-                train_opts=opts, spm=spm, train_src=train_src, train_tgt=train_tgt, train_orders=train_orders,
+                train_opts={**opts, "max_updates": (r + 1) * updates, "save_every": updates,
+                            "log_every": updates // 2, "keep_last": 1, "cache_data": True, "progress": False}, spm=spm, train_src=train_src, train_tgt=train_tgt, train_orders=train_orders,
                 threads=threads)
             train(mcfg, tcfg, dcfg)
             if r:
@@ -621,8 +622,8 @@ def run_experiment(cfg: XLConfig, out: str | os.PathLike, only: list[str] | None
     results["runs"] = dict(zip(keys, run_stages(tasks, e.jobs)))
     if "table1" in tables and e.cost_rounds:
         systems = {n: (SYSTEMS[n][0], e.pe_options) for n in dict.fromkeys(["baseline"] + e.systems)}
-        budget = {k: v for k, v in cfg.train.items() if not k.startswith("max_")}
-        params = {"systems": systems, "model": cfg.model, "train": budget, "rounds": e.cost_rounds,
+        params = {"systems": systems, "model": cfg.model,
+                  "train": {k: v for k, v in cfg.train.items() if k not in _STOPS}, "rounds": e.cost_rounds,
                   "updates": e.cost_updates, "threads": e.threads,
                   "files": file_sig(spm, p["train_src"], p["train_tgt"], train_orders)}
         results["cost"] = run_stage(out, "cost", params, lambda d: measure_cost(
