@@ -134,7 +134,7 @@ class XLExperiment:
     threads: int = 1                                             # torch threads per run
     # Table 1's cost column: every system trains cost_updates updates in turn, cost_rounds times after a
     # warm-up round, on the recipe's model and data (0 rounds = use each run's own log, a rough figure)
-    cost_rounds: int = 3
+    cost_rounds: int = 5
     cost_updates: int = 10
     jobs: int = 1                                                # runs at once, in separate processes
 
@@ -507,8 +507,8 @@ def measure_cost(out_dir: Path, systems: dict[str, tuple[list[str], dict]], *, m
             mcfg, tcfg, dcfg, _ = _train_configs(
                 out_dir / name, pe=pe, pe_options=pe_options, encoder_free=False, seed=seed, model=model,
                 train_opts={**opts, "max_updates": (r + 1) * updates, "save_every": updates,
-                            "log_every": updates // 2, "keep_last": 1, "cache_data": True, "progress": False}, spm=spm, train_src=train_src, train_tgt=train_tgt, train_orders=train_orders,
-                threads=threads)
+                            "log_every": updates // 2, "keep_last": 1, "cache_data": True, "progress": False},
+                spm=spm, train_src=train_src, train_tgt=train_tgt, train_orders=train_orders, threads=threads)
             train(mcfg, tcfg, dcfg)
             if r:
                 with open(out_dir / name / "train_log.csv", newline="") as f:
@@ -747,13 +747,18 @@ def render_report(cfg: XLConfig, results: dict, tables: set[str]) -> str:
                 p = tt.get("p_bleu")
                 cells += [_fmt(tt["bleu"]), "—" if p is None else f"{p:.4f}"]
             sp = v.get("speed_vs_baseline")
+            speed = "—" if sp is None else f"{sp:.2f}×"
+            rounds = results.get("cost", {}).get("systems", {}).get(n, {}).get("relative_speed_per_round")
+            if rounds and n != "baseline":
+                speed += f" ({min(rounds):.2f}–{max(rounds):.2f})"
             L.append(f"| {label} | {v['params']:,} | " + " | ".join(cells) +
-                     f" | {_fmt(v['tests'][tests[0]]['chrf'])} | {'—' if sp is None else f'{sp:.2f}×'} |")
+                     f" | {_fmt(v['tests'][tests[0]]['chrf'])} | {speed} |")
         c = results.get("cost")
         if c and base_label == "baseline":
             L += ["", f"tok/s vs baseline: measured apart, in {c['rounds']} interleaved rounds after a warm-up "
                       f"round; each round trains every system for {c['updates']} updates in turn on this model and "
-                      f"data ({c['threads']} thread(s)); the median of the per-round ratios. Baseline: "
+                      f"data ({c['threads']} thread(s)); the median of the per-round ratios, and in brackets "
+                      "their range, which shows how noisy the machine was. Baseline: "
                       f"{c['systems'][c['reference']]['tokens_per_s_median']:,.0f} tok/s."]
         elif c:
             L += ["", "tok/s vs baseline: not measured for this table."]
