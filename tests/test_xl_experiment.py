@@ -71,6 +71,7 @@ def test_recipe_produces_every_table_and_reruns_from_cache(tmp_path, capsys):
     assert "2 interleaved rounds" in report
     per_round = cost["systems"]["inxl"]["relative_speed_per_round"]
     lo, hi = min(per_round), max(per_round)
+    assert res["results"]["summary"]["systems"]["inxl"]["speed_vs_baseline_range"] == [lo, hi]
     assert f"({lo:.2f}–{hi:.2f}) |" in next(line for line in report.splitlines() if line.startswith("| +InXL"))
     # the recipe's own batches and optimiser settings, only the stopping rule is the stage's
     cost_train = json.loads((out / "cost" / "inxl" / "run.json").read_text())[-1]["train"]

@@ -700,6 +700,8 @@ def summarise(cfg: XLConfig, results: dict, tables: set[str], tests: dict) -> di
     for n, v in s["systems"].items():
         if n in cost:
             v["speed_vs_baseline"] = cost[n]["relative_speed"]
+            per_round = cost[n]["relative_speed_per_round"]
+            v["speed_vs_baseline_range"] = [min(per_round), max(per_round)]
         elif base_tps and v.get("tokens_per_s") and not cost:
             v["speed_vs_baseline"] = v["tokens_per_s"] / base_tps
     tau0 = _default_tau(cfg)
@@ -748,9 +750,9 @@ def render_report(cfg: XLConfig, results: dict, tables: set[str]) -> str:
                 cells += [_fmt(tt["bleu"]), "—" if p is None else f"{p:.4f}"]
             sp = v.get("speed_vs_baseline")
             speed = "—" if sp is None else f"{sp:.2f}×"
-            rounds = results.get("cost", {}).get("systems", {}).get(n, {}).get("relative_speed_per_round")
-            if rounds and n != "baseline":
-                speed += f" ({min(rounds):.2f}–{max(rounds):.2f})"
+            lo_hi = v.get("speed_vs_baseline_range")
+            if lo_hi and n != "baseline":
+                speed += f" ({lo_hi[0]:.2f}–{lo_hi[1]:.2f})"
             L.append(f"| {label} | {v['params']:,} | " + " | ".join(cells) +
                      f" | {_fmt(v['tests'][tests[0]]['chrf'])} | {speed} |")
         c = results.get("cost")
