@@ -6,7 +6,7 @@ import pytest
 
 from xlpe.cli import main
 from xlpe.errors import FormatError
-from xlpe.evaluate.aer import aer_files, corpus_aer, sentence_aer
+from xlpe.evaluate.aer import aer_files, corpus_aer, diagonal_alignment, sentence_aer
 from xlpe.io import Alignment, read_alignments, write_alignments
 
 
@@ -109,3 +109,22 @@ def test_cli_error_names_file(tmp_path, capsys):
                "--src", str(tmp_path / "s"), "--tgt", str(tmp_path / "t")])
     err = capsys.readouterr().err
     assert rc == 1 and f"{tmp_path / 'h'}:1:" in err and "source index 5" in err
+
+
+@pytest.mark.parametrize("n, m, links", [
+    (3, 5, [(0, 0), (1, 1), (1, 2), (2, 3), (2, 4)]),     # j·(n−1)/(m−1) = 0, .5, 1, 1.5, 2, halves round up
+    (5, 3, [(0, 0), (2, 1), (4, 2)]),
+    (4, 4, [(0, 0), (1, 1), (2, 2), (3, 3)]),
+    (1, 3, [(0, 0), (0, 1), (0, 2)]),
+    (4, 1, [(0, 0)]),
+    (0, 3, []),
+])
+def test_diagonal_alignment_one_link_per_target_word(n, m, links):
+    assert sorted(diagonal_alignment(n, m).links) == links
+
+
+def test_diagonal_of_a_monotone_gold_is_perfect_and_of_a_reversal_is_not():
+    gold = Alignment.from_links([(i, i) for i in range(6)])
+    assert corpus_aer([diagonal_alignment(6, 6)], [gold]).aer == 0
+    rev = Alignment.from_links([(5 - i, i) for i in range(6)])
+    assert corpus_aer([diagonal_alignment(6, 6)], [rev]).aer == 1

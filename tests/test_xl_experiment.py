@@ -59,6 +59,10 @@ def test_recipe_produces_every_table_and_reruns_from_cache(tmp_path, capsys):
     assert runs["ef-inxl/seed1"]["encoder_free"] and runs["inxl/seed1"]["params"] > runs["baseline/seed1"]["params"]
     al = runs["headxl/seed1"]["attention_alignment"]
     assert 0 <= al["aer"] <= 1 and "attention_alignment" not in runs["inxl/seed1"]
+    # Table 3's reference row: the position-only diagonal alignment of the same gold set
+    dg = res["results"]["diagonal_alignment"]
+    assert dg["sentences"] == 20 and 0 < dg["aer"] < 1
+    assert f"| reference: diagonal (position only, no model) | {100 * dg['aer']:.2f} |" in report
     assert (out / "plots" / "fig3_tau.png").exists() and (out / "plots" / "fig4_noise.png").exists()
     # Table 1's cost column: the Table 1 systems trained in interleaved rounds, ratios to the baseline's
     cost = res["results"]["cost"]

@@ -92,6 +92,21 @@ def sentence_aer(hyp, ref: Alignment, alpha: float = 0.5) -> AERScore:
     return c.score()
 
 
+def diagonal_alignment(n_src: int, n_tgt: int) -> Alignment:
+    """The alignment that knows nothing but position: target word ``j`` links source word
+    ``floor(j·(n_src−1)/(n_tgt−1) + ½)`` (one link per target word, as attention alignments have).
+
+    It is the reference point for an AER read from a weak model: below it, the attention has learnt
+    something about the words; at or above it, no more than where a word sits in its sentence.
+    """
+    if n_src <= 0 or n_tgt <= 0:
+        return Alignment()
+    if n_tgt == 1:
+        return Alignment.from_links([(0, 0)])
+    scale = (n_src - 1) / (n_tgt - 1)
+    return Alignment.from_links((int(j * scale + 0.5), j) for j in range(n_tgt))
+
+
 def _reference_view(a: Alignment, all_sure: bool, ignore_possible: bool) -> Alignment:
     if all_sure:
         return Alignment(a.possible, a.possible)

@@ -380,6 +380,15 @@ def _gold_alignments(data: dict) -> list:
     return als
 
 
+def _diagonal_reference(gold: dict) -> dict:
+    """AER / P / R of the position-only diagonal alignment of the gold set: Table 3's floor of meaning."""
+    from xlpe.evaluate.aer import corpus_aer, diagonal_alignment
+    from xlpe.io.text import tokenize
+    hyps = [diagonal_alignment(len(tokenize(s)), len(tokenize(t)))
+            for s, t in zip(_read(gold["src"]), _read(gold["tgt"]))]
+    return corpus_aer(hyps, gold["alignments"]).to_dict()
+
+
 # ==================================================================================================== one run
 
 def _median_tokens_per_s(run_dir: Path) -> float | None:
@@ -596,6 +605,8 @@ def run_experiment(cfg: XLConfig, out: str | os.PathLike, only: list[str] | None
                 "orders": orders["gold"]}
     train_orders = pre["oracle_train"] if e.xl_train_source == "oracle" else orders["train"]
     results: dict[str, Any] = {"data": data, "preorder": pre}
+    if gold is not None:
+        results["diagonal_alignment"] = _diagonal_reference(gold)
     planned = _runs(cfg, tables)
     tasks, keys = [], []
     # seed by seed: an interrupted recipe has every system of the first seeds rather than all seeds of a few
@@ -792,6 +803,10 @@ def render_report(cfg: XLConfig, results: dict, tables: set[str]) -> str:
             for n, a in rows:
                 if a:
                     L.append(f"| {n} | {_fmt(a['aer'], 100)} | {_fmt(a['precision'], 100)} | {_fmt(a['recall'], 100)} |")
+            dg = results.get("diagonal_alignment")
+            if dg:
+                L.append(f"| reference: diagonal (position only, no model) | {100 * dg['aer']:.2f} | "
+                         f"{100 * dg['precision']:.2f} | {100 * dg['recall']:.2f} |")
     if "table4" in tables and e.encoder_free:
         table("Table 4: encoder-free model (RPE is not defined without an encoder, SPEC §4.7)",
               [(f"encoder-free {n}", f"ef-{n}") for n in e.encoder_free], "no PE / APE")
