@@ -59,6 +59,7 @@ def test_recipe_produces_every_table_and_reruns_from_cache(tmp_path, capsys):
     assert runs["ef-inxl/seed1"]["encoder_free"] and runs["inxl/seed1"]["params"] > runs["baseline/seed1"]["params"]
     al = runs["headxl/seed1"]["attention_alignment"]
     assert 0 <= al["aer"] <= 1 and "attention_alignment" not in runs["inxl/seed1"]
+    assert "±" not in report          # one seed: values, not a std of 0.00
     # Table 3's reference row: the position-only diagonal alignment of the same gold set
     dg = res["results"]["diagonal_alignment"]
     assert dg["sentences"] == 20 and 0 < dg["aer"] < 1
@@ -160,3 +161,9 @@ def test_training_pairs_sharing_either_side_with_the_gold_set_are_removed(tmp_pa
     assert data["excluded"] == 2          # "c d" (source in gold), "X Y" (target in gold)
     assert open(data["paths"]["train_src"]).read().split("\n")[:-1] == ["a b", "g h"]
     assert open(data["paths"]["train_tgt"]).read().split("\n")[:-1] == ["A B", "G H"]
+
+
+def test_report_cells_show_a_spread_only_over_several_seeds():
+    from xlpe.experiments.xl_pe import _fmt
+    assert _fmt((0.7057, 0.0), 1, 100) == "70.57"
+    assert _fmt((30.03, 0.92), 3) == "30.03 ± 0.92"

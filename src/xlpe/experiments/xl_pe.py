@@ -723,9 +723,10 @@ def summarise(cfg: XLConfig, results: dict, tables: set[str], tests: dict) -> di
     return s
 
 
-def _fmt(ms: tuple[float, float], scale: float = 1.0, digits: int = 2) -> str:
+def _fmt(ms: tuple[float, float], seeds: int, scale: float = 1.0, digits: int = 2) -> str:
+    """``mean ± std``; the value alone for one seed (a std of one run is no spread)."""
     m, sd = ms
-    return f"{scale * m:.{digits}f} ± {scale * sd:.{digits}f}"
+    return f"{scale * m:.{digits}f}" + (f" ± {scale * sd:.{digits}f}" if seeds > 1 else "")
 
 
 def render_report(cfg: XLConfig, results: dict, tables: set[str]) -> str:
@@ -758,14 +759,14 @@ def render_report(cfg: XLConfig, results: dict, tables: set[str]) -> str:
             for t in tests:
                 tt = v["tests"][t]
                 p = tt.get("p_bleu")
-                cells += [_fmt(tt["bleu"]), "—" if p is None else f"{p:.4f}"]
+                cells += [_fmt(tt["bleu"], v["seeds"]), "—" if p is None else f"{p:.4f}"]
             sp = v.get("speed_vs_baseline")
             speed = "—" if sp is None else f"{sp:.2f}×"
             lo_hi = v.get("speed_vs_baseline_range")
             if lo_hi and n != "baseline":
                 speed += f" ({lo_hi[0]:.2f}–{lo_hi[1]:.2f})"
             L.append(f"| {label} | {v['params']:,} | " + " | ".join(cells) +
-                     f" | {_fmt(v['tests'][tests[0]]['chrf'])} | {speed} |")
+                     f" | {_fmt(v['tests'][tests[0]]['chrf'], v['seeds'])} | {speed} |")
         c = results.get("cost")
         if c and base_label == "baseline":
             L += ["", f"tok/s vs baseline: measured apart, in {c['rounds']} interleaved rounds after a warm-up "
@@ -794,15 +795,18 @@ def render_report(cfg: XLConfig, results: dict, tables: set[str]) -> str:
         for t, n in s["fig3"]:
             v = systems.get(n)
             if v:
-                L.append(f"| {t} | " + " | ".join(_fmt(v["tests"][x]["bleu"]) for x in tests) + " |")
+                L.append(f"| {t} | " + " | ".join(_fmt(v["tests"][x]["bleu"], v["seeds"]) for x in tests) + " |")
     if "table3" in tables:
         rows = [(n, systems.get(n, {}).get("alignment")) for n in e.alignment_systems]
         if any(a for _, a in rows):
             L += ["", f"## Table 3: alignment from attention (decoder layer {e.attention_layer}, heads averaged, "
-                      f"merge `{e.attention_merge}`; gold set)", "", "| system | AER % | P % | R % |", "|---|---|---|---|"]
+                      f"merge `{e.attention_merge}`; gold set)", "",
+                  "| system | AER % | P % | R % |", "|---|---|---|---|"]
             for n, a in rows:
                 if a:
-                    L.append(f"| {n} | {_fmt(a['aer'], 100)} | {_fmt(a['precision'], 100)} | {_fmt(a['recall'], 100)} |")
+                    k = systems[n]["seeds"]
+                    L.append(f"| {n} | {_fmt(a['aer'], k, 100)} | {_fmt(a['precision'], k, 100)} | "
+                             f"{_fmt(a['recall'], k, 100)} |")
             dg = results.get("diagonal_alignment")
             if dg:
                 L.append(f"| reference: diagonal (position only, no model) | {100 * dg['aer']:.2f} | "
@@ -822,7 +826,8 @@ def render_report(cfg: XLConfig, results: dict, tables: set[str]) -> str:
             extra = (f" {ns['pairs_per_sentence']:.2f} | {100 * ns['indices_moved']:.1f} | "
                      f"{100 * ns['sentences_touched']:.1f} |" if ns else " – | – | – |")
             if v:
-                L.append(f"| {r:g} | " + " | ".join(_fmt(v["tests"][x]["bleu"]) for x in tests) + " |" + extra)
+                cells = " | ".join(_fmt(v["tests"][x]["bleu"], v["seeds"]) for x in tests)
+                L.append(f"| {r:g} | {cells} |" + extra)
     sig = next((r["tests"][tests[0]]["signature"] for r in results["runs"].values()), None) if tests else None
     L += ["", "## Run", "", f"- command: `{' '.join(['xlpe'] + sys.argv[1:])}`",
           "- versions: " + ", ".join(f"{k} {v}" for k, v in versions().items())]
