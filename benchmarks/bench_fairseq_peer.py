@@ -223,7 +223,7 @@ def _xlpe_decode_main(argv: list[str]) -> None:
     import torch
     torch.set_num_threads(a.threads)
     from xlpe.infer.translate import translate_lines
-    from xlpe.train.checkpoint import load_model
+    from xlpe.nn.checkpoint import load_model
     t = time.perf_counter()
     model, _cfg, subwords = load_model(a.checkpoint, device="cpu")
     load = time.perf_counter() - t

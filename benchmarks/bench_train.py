@@ -44,7 +44,7 @@ def main() -> None:
     from xlpe.data.batching import ParallelData, TokenBatchSampler
     from xlpe.data.subword import SubwordModel, train_subwords
     from xlpe.nn.transformer import TransformerConfig
-    from xlpe.train.trainer import DataConfig, TrainConfig, train
+    from xlpe.train import DataConfig, TrainConfig, train
 
     torch.set_num_threads(args.threads)
     result: dict = {"sentences": args.sentences, "preset": args.preset, "max_tokens": args.max_tokens,

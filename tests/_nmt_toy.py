@@ -45,7 +45,7 @@ def tiny_model_config(**overrides):
 
 
 def quick_train_config(out, **overrides):
-    from xlpe.train.trainer import TrainConfig
+    from xlpe.train import TrainConfig
     base = dict(out=str(out), resume="auto", max_tokens=160, warmup=4, lr=3e-3, log_every=2, save_every=0,
                 validate_every=0, progress=False, threads=1, seed=3)
     return TrainConfig(**{**base, **overrides})

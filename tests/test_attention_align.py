@@ -102,7 +102,7 @@ def test_attn_merge_sums_source_and_averages_target_subwords():
 def checkpoint(toy, tmp_path_factory):
     from xlpe.data.subword import SubwordModel
     from xlpe.nn.transformer import build_model
-    from xlpe.train.checkpoint import save_checkpoint, subword_entry
+    from xlpe.nn.checkpoint import save_checkpoint, subword_entry
 
     sw = SubwordModel.load(toy["spm"])
     torch.manual_seed(0)
@@ -200,7 +200,7 @@ def test_xl_model_reads_orders_and_errors_name_the_order_file(toy, tmp_path):
     from xlpe.data.subword import SubwordModel
     from xlpe.infer.attention_align import align_from_model_files
     from xlpe.nn.transformer import build_model
-    from xlpe.train.checkpoint import save_checkpoint, subword_entry
+    from xlpe.nn.checkpoint import save_checkpoint, subword_entry
 
     sw = SubwordModel.load(toy["spm"])
     torch.manual_seed(1)

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from _nmt_toy import toy  # noqa: F401  (fixture)
-from xlpe.data.batching import (Batch, ParallelData, TokenBatchSampler, collate, expand_channel,
-                                read_channel_file)
+from xlpe.data.batching import Batch, ParallelData, TokenBatchSampler, collate
+from xlpe.data.channels import expand_channel, file_source
 from xlpe.data.subword import BOS_ID, EOS_ID, PAD_ID, SubwordModel
 from xlpe.errors import ConfigError, FormatError
 
@@ -225,11 +225,11 @@ def test_channel_files(toy, tmp_path):
     n_words = [len(l.split()) for l in toy["src"].read_text().splitlines()]
     orders = tmp_path / "orders.txt"
     orders.write_text("".join(" ".join(str(k) for k in reversed(range(n))) + "\n" for n in n_words))
-    d = ParallelData.from_files(toy["src"], toy["tgt"], sw, channels={"xl": read_channel_file("orders", orders)})
+    d = ParallelData.from_files(toy["src"], toy["tgt"], sw, channels={"xl": file_source("orders", orders)})
     ex = d[0]
     n = len(ex.src) - 1
     assert sorted(ex.channels["xl"][:-1].tolist()) == list(range(n)) and ex.channels["xl"][-1] == n
     bad = tmp_path / "bad_orders.txt"
     bad.write_text("0 0\n")
     with pytest.raises(FormatError, match="bad_orders.txt:1"):
-        ParallelData.from_files(toy["src"], toy["tgt"], sw, channels={"xl": read_channel_file("orders", bad)})
+        ParallelData.from_files(toy["src"], toy["tgt"], sw, channels={"xl": file_source("orders", bad)})

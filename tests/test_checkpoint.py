@@ -12,9 +12,9 @@ from _nmt_toy import tiny_model_config, toy  # noqa: F401  (toy is a fixture)
 from xlpe.data.subword import SubwordModel
 from xlpe.errors import XlpeError
 from xlpe.nn.transformer import build_model
-from xlpe.train.checkpoint import (average_checkpoints, checkpoint_path, get_rng_state, latest_checkpoint,
-                                   list_checkpoints, load_checkpoint, load_model, prune_checkpoints, save_checkpoint,
-                                   set_rng_state, subword_entry)
+from xlpe.nn.checkpoint import (average_checkpoints, checkpoint_path, latest_checkpoint, list_checkpoints,
+                                load_checkpoint, load_model, prune_checkpoints, save_checkpoint, subword_entry)
+from xlpe.runtime import get_rng_state, set_rng_state
 
 
 def _model_state(seed=0, spm=None):
@@ -117,7 +117,7 @@ def test_load_model(tmp_path, toy):
 
 def test_average_command_writes_a_translatable_model_only_checkpoint(tmp_path, toy):
     from xlpe.cli import main
-    from xlpe.train.checkpoint import last_checkpoints
+    from xlpe.nn.checkpoint import last_checkpoints
     states = [_model_state(seed, spm=toy["spm"])[1] for seed in (0, 1, 2)]
     for step, s in zip((10, 20, 30), states):
         save_checkpoint(checkpoint_path(tmp_path, step), {**s, "step": step, "optimizer": {"junk": 1}})

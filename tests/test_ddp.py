@@ -26,7 +26,7 @@ def _worker(rank: int, world: int, port: int, paths: dict, out: str, max_updates
                       MASTER_PORT=str(port))
     torch.set_num_threads(1)
     from _nmt_toy import quick_train_config, tiny_model_config
-    from xlpe.train.trainer import DataConfig, train
+    from xlpe.train import DataConfig, train
 
     data = DataConfig(train_src=paths["src"], train_tgt=paths["tgt"], subword_model=paths["spm"],
                       dev_src=paths["dev_src"], dev_tgt=paths["dev_tgt"])
@@ -45,7 +45,7 @@ def test_ddp_two_cpu_processes(toy, tmp_path):
     p1 = torch.load(os.path.join(out, "params_rank1.pt"))
     for k in p0:
         assert torch.equal(p0[k], p1[k]), k                       # ranks stay in lockstep
-    from xlpe.train.checkpoint import load_checkpoint
+    from xlpe.nn.checkpoint import load_checkpoint
     ck = load_checkpoint(Path(out) / "checkpoint_4.pt")
     assert ck["step"] == 4 and len(ck["rng"]) == 2 and ck["sampler"]["num_replicas"] == 2
     for k in p0:

@@ -4,10 +4,10 @@ parameter counts, configuration errors, encoder-free variants."""
 import pytest
 import torch
 
-from xlpe.data.batching import expand_channel
+from xlpe.data.channels import expand_channel
 from xlpe.errors import ConfigError
 from xlpe.io.orders import invert_order
-from xlpe.nn.positions import required_channels, sinusoid
+from xlpe.nn.positions import required_inputs, sinusoid
 from xlpe.nn.positions.xl import resolve_tau
 from xlpe.nn.transformer import TransformerConfig, build_model, count_parameters
 
@@ -160,8 +160,8 @@ def test_missing_xl_channel_is_a_clear_error():
     src, tgt = batch()
     with pytest.raises(ConfigError, match="headxl needs position channel 'xl'"):
         m(src, tgt)
-    assert required_channels(cfg(["ape", "headxl"])) == {"xl"}
-    assert required_channels(cfg(["ape", "rpe"])) == set()
+    assert required_inputs(cfg(["ape", "headxl"])) == {"xl"}
+    assert required_inputs(cfg(["ape", "rpe"])) == set()
 
 
 @pytest.mark.parametrize("pe", [["none"], ["ape"], ["xl"], ["inxl"], ["ape", "headxl"], ["ape", "combination"]])

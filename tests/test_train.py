@@ -9,13 +9,16 @@ import math
 
 import pytest
 import torch
+
+from xlpe.nn.positions import PositionEncoding
 import torch.nn.functional as F
 
 from _nmt_toy import quick_train_config, tiny_model_config, toy  # noqa: F401  (toy is a fixture)
 from xlpe.errors import ConfigError
 from xlpe.train.losses import combine_losses, label_smoothed_nll
 from xlpe.train.schedule import Schedule, build_scheduler
-from xlpe.train.trainer import DataConfig, TrainConfig, add_cli_arguments, configs_from_args, train
+from xlpe.cli.train import add_cli_arguments, configs_from_args
+from xlpe.train import DataConfig, TrainConfig, train
 
 
 # -- losses ------------------------------------------------------------------------------------------------
@@ -230,34 +233,37 @@ def test_cli_config_file_and_overrides(tmp_path):
         assert opt in help_text
 
 
-class _AuxModel(torch.nn.Module):
-    """A real Transformer whose forward also returns an auxiliary loss (stands in for DPE's)."""
+class _AuxEncoding(PositionEncoding):
+    """A toy position encoding that declares an auxiliary loss (stands in for DPE's) and writes it to ctx.aux."""
 
-    def __init__(self, inner):
-        super().__init__()
-        self.inner, self.cfg = inner, inner.cfg
+    name = "auxtest"
+    aux_losses = {"loss_test": 1.0}
 
-    def forward(self, src, tgt_in, channels=None, return_aux=False):
-        logits, aux = self.inner(src, tgt_in, channels, return_aux=True)
-        aux = {**aux, "loss_test": self.inner.decoder.embed.weight.pow(2).mean() * 100}
-        return (logits, aux) if return_aux else logits
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.p = torch.nn.Parameter(torch.ones(cfg.d_model))
+
+    def input_term(self, ctx):
+        ctx.aux["loss_test"] = self.p.pow(2).mean() * 100
+        return None
 
 
 def test_aux_losses_are_weighted_and_logged(toy, tmp_path, monkeypatch):
-    import xlpe.nn.transformer as T
-    real = T.build_model
-    monkeypatch.setattr(T, "build_model", lambda cfg: _AuxModel(real(cfg)))
+    from xlpe.nn.positions import ENCODINGS
+    monkeypatch.setitem(ENCODINGS, "auxtest", _AuxEncoding)
     runs = {}
-    for w in (0.0, 1.0):
-        cfg = quick_train_config(tmp_path / f"w{w}", max_updates=2, log_every=1, aux_weights={"loss_test": w})
-        runs[w] = train(tiny_model_config(dropout=0.0), cfg, _data(toy))
+    for w in (0.0, None):          # None: the weight the encoding declares (1.0)
+        opts = {} if w is None else {"aux_weights": {"loss_test": w}}
+        cfg = quick_train_config(tmp_path / f"w{w}", max_updates=2, log_every=1, **opts)
+        runs[w] = train(tiny_model_config(dropout=0.0, pe=["ape", "auxtest"]), cfg, _data(toy))
         rows = list(csv.DictReader(open(tmp_path / f"w{w}" / "train_log.csv")))
         assert float(rows[0]["loss_test"]) > 0                 # logged (unweighted, per token-weighted batch)
-    e0 = runs[0.0].model.inner.decoder.embed.weight
-    e1 = runs[1.0].model.inner.decoder.embed.weight
-    assert e1.pow(2).mean() < e0.pow(2).mean()                 # the weighted aux term reached the gradient
-    with pytest.raises(ConfigError, match="loss_test"):
-        train(tiny_model_config(), quick_train_config(tmp_path / "none", max_updates=1), _data(toy))
+    p0 = runs[0.0].model.encoder.pe[1].p
+    p1 = runs[None].model.encoder.pe[1].p
+    assert p1.pow(2).mean() < p0.pow(2).mean()                 # the weighted aux term reached the gradient
+    with pytest.raises(ConfigError, match="loss_test.*no encoding"):   # a weight for a loss nobody returns
+        train(tiny_model_config(), quick_train_config(tmp_path / "none", max_updates=1,
+                                                      aux_weights={"loss_test": 1.0}), _data(toy))
 
 
 def test_train_cli_end_to_end(toy, tmp_path):

@@ -10,8 +10,8 @@ import pytest
 from _nmt_toy import quick_train_config, tiny_model_config, toy  # noqa: F401  (toy is a fixture)
 from xlpe.errors import FormatError
 from xlpe.infer.translate import translate_file, translate_lines
-from xlpe.train.checkpoint import load_model
-from xlpe.train.trainer import DataConfig, train
+from xlpe.nn.checkpoint import load_model
+from xlpe.train import DataConfig, train
 
 LINES = ["w1 w2 w3", "", "w4", "w5 w6 w7 w8 w9 w10 w11 w12", "w3 w3", "   ", "w29 w0 w1 w2 w3 w4", "w7",
          "w8 w9", "w10 w11 w12 w13 w14 w15 w16 w17 w18 w19", "w20", "w21 w22 w23"]

@@ -6,13 +6,15 @@ from __future__ import annotations
 import pytest
 
 from _nmt_toy import quick_train_config, tiny_model_config, toy  # noqa: F401  (toy is a fixture)
-from xlpe.data.batching import ParallelData, read_channel_file
+from xlpe.data.batching import ParallelData
+from xlpe.data.channels import file_source
+from xlpe.reorder.noise import NoisySource
 from xlpe.data.subword import SubwordModel
 from xlpe.errors import ConfigError, FormatError
 from xlpe.infer.translate import translate_file
 from xlpe.reorder.btg import BTGConfig, BTGPreorderer
 from xlpe.reorder.oracle import lader_ranks, order_from_ranks
-from xlpe.train.trainer import DataConfig, train
+from xlpe.train import DataConfig, train
 
 XL = ["ape", "headxl"]
 
@@ -63,7 +65,7 @@ def test_xl_model_without_indices_is_a_clear_error(xl_run, toy, tmp_path):
     with pytest.raises(ConfigError, match="reads position channel.*--orders FILE.*--preorderer"):
         translate_file(xl_run["ckpt"], inp, tmp_path / "o.txt")
     data = DataConfig(train_src=str(toy["src"]), train_tgt=str(toy["tgt"]), subword_model=str(toy["spm"]))
-    with pytest.raises(ConfigError, match="reads position channel 'xl'.*no train_orders"):
+    with pytest.raises(ConfigError, match=r"reads position channel.*'xl'.*training data lacks"):
         train(tiny_model_config(pe=XL), quick_train_config(tmp_path / "m", max_updates=2), data)
     assert not list((tmp_path / "m").glob("checkpoint_*.pt"))
 
@@ -82,7 +84,7 @@ def test_bad_indices_files_name_file_and_line(xl_run, toy, tmp_path):
         p = tmp_path / name
         p.write_text("\n".join(lines) + "\n")
         with pytest.raises(FormatError, match=msg):
-            ParallelData.from_files(toy["src"], toy["tgt"], sw, channels={"xl": read_channel_file("orders", p)})
+            ParallelData.from_files(toy["src"], toy["tgt"], sw, channels={"xl": file_source("orders", p)})
 
 
 def test_subword_level_orders_are_checked_against_the_subword_count(toy, tmp_path):
@@ -92,7 +94,7 @@ def test_subword_level_orders_are_checked_against_the_subword_count(toy, tmp_pat
     assert any(k > len(l.split()) for k, l in zip(n, lines))        # some words are split
     p = tmp_path / "sub.order"
     p.write_text("".join(" ".join(map(str, reversed(range(k)))) + "\n" for k in n))
-    d = ParallelData.from_files(toy["src"], toy["tgt"], sw, channels={"xl": read_channel_file("subword-orders", p)},
+    d = ParallelData.from_files(toy["src"], toy["tgt"], sw, channels={"xl": file_source("subword-orders", p)},
                                 channel_level={"xl": "subword"})
     assert d[0].channels["xl"].tolist() == list(reversed(range(n[0]))) + [n[0]]
     i = next(i for i, (k, l) in enumerate(zip(n, lines)) if k > len(l.split()))
@@ -100,21 +102,23 @@ def test_subword_level_orders_are_checked_against_the_subword_count(toy, tmp_pat
     words.write_text("".join(" ".join(map(str, range(len(l.split())))) + "\n" for l in lines))
     with pytest.raises(FormatError, match=rf"words\.order:{i + 1}: .*values for {n[i]} subwords"):
         ParallelData.from_files(toy["src"], toy["tgt"], sw,
-                                channels={"xl": read_channel_file("subword-orders", words)},
+                                channels={"xl": file_source("subword-orders", words)},
                                 channel_level={"xl": "subword"})
 
 
 def test_noise_attack_on_training_indices(xl_run):
-    clean = list(read_channel_file("orders", xl_run["orders"]))
-    a = list(read_channel_file("orders", xl_run["orders"], noise=0.2, noise_seed=7))
-    b = list(read_channel_file("orders", xl_run["orders"], noise=0.2, noise_seed=7))
+    n = len(open(xl_run["orders"]).read().splitlines())
+    blank = [[]] * n                     # file sources ignore the sentences; only their count matters
+    clean = file_source("orders", xl_run["orders"]).take(blank)
+    a = NoisySource(file_source("orders", xl_run["orders"]), 0.2, seed=7).take(blank)
+    b = NoisySource(file_source("orders", xl_run["orders"]), 0.2, seed=7).take(blank)
     assert a == b and a != clean
     assert all(sorted(x) == list(range(len(x))) for x in a)
     moved = sum(sum(p != q for p, q in zip(x, y)) for x, y in zip(a, clean))
     expect = sum(2 * (round(0.2 * len(x)) // 2) for x in clean)
     assert moved == expect
-    with pytest.raises(ConfigError, match="noise applies to order files"):
-        read_channel_file("ints", xl_run["orders"], noise=0.1)
+    with pytest.raises(ConfigError, match="noise ratio must be in"):
+        NoisySource(file_source("orders", xl_run["orders"]), 1.5)
 
 
 def test_builtin_pair_oracle_training_then_source_only_translation(tmp_path):

@@ -24,10 +24,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "aer": ("xlpe.evaluate.aer", "alignment error rate, precision and recall against a gold file"),
     "orders": ("xlpe.reorder.orders_cli", "alignments -> oracle ranks, permutations, pos_XL, DPE targets"),
     "preorder": ("xlpe.reorder.preorder_cli", "BTG preorderer: train | apply (lader formats)"),
-    "train": ("xlpe.train.trainer", "NMT training (single process, or torchrun for DDP)"),
-    "average": ("xlpe.train.checkpoint", "average the weights of several checkpoints (e.g. the last N of a run)"),
-    "translate": ("xlpe.infer.translate", "translate files or stdin with a trained model (beam / greedy)"),
-    "align-from-model": ("xlpe.infer.attention_align", "word alignments from a trained model's attention (AER protocol, SPEC §4.6)"),
+    "train": ("xlpe.cli.train", "NMT training (single process, or torchrun for DDP)"),
+    "average": ("xlpe.cli.average", "average the weights of several checkpoints (e.g. the last N of a run)"),
+    "translate": ("xlpe.cli.translate", "translate files or stdin with a trained model (beam / greedy)"),
+    "align-from-model": ("xlpe.cli.align_from_model", "word alignments from a trained model's attention (AER protocol, SPEC §4.6)"),
     "evaluate": ("xlpe.evaluate.bleu", "BLEU / chrF with signatures and paired bootstrap; Kendall tau / chunk for orders"),
     "experiment": ("xlpe.experiments.run", "recipes reproducing the papers' tables (xl-pe)"),
 }
@@ -70,6 +70,3 @@ def main(argv: list[str] | None = None) -> int:
         print(f"xlpe {args.command}: interrupted", file=sys.stderr)
         return 130
 
-
-if __name__ == "__main__":
-    sys.exit(main())

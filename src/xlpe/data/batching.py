@@ -11,12 +11,11 @@ Three pieces, used in this order by :mod:`xlpe.train.trainer` and :mod:`xlpe.inf
   ``(seed, epoch)``. Its state is ``(epoch, position)``, so training resumes on the very next batch.
   With ``num_replicas > 1`` each rank takes every ``num_replicas``-th batch (DDP).
 * :func:`collate` pads a list of examples into a :class:`Batch` of tensors, including the position
-  channels of DESIGN.md ("position channels"): ``seq``, ``xl``, ``depth`` (B, S), ``tree_rel`` (B, S, S) and
-  ``dpe_target`` (B, S). Pads are 0, except ``dpe_target`` whose pad is -1 ("no target").
+  channels (DESIGN.md "position channels"), each padded and shaped as its record in
+  :mod:`xlpe.data.channels` says: ``(B, S)`` per token or ``(B, S, S)`` per pair.
 
-Word-level channels (one value per pre-BPE word) are expanded to subwords with the subword model's word
-map (:func:`expand_channel`); EOS gets the value SPEC gives it (``xl``: its own index, ``depth``: max+1,
-``dpe_target``: -1).
+Channel values come from sources (:class:`xlpe.data.channels.ChannelSource`) and are expanded from words to
+subwords, EOS included, by :func:`xlpe.data.channels.expand_channel`.
 """
 
 from __future__ import annotations
@@ -24,191 +23,19 @@ from __future__ import annotations
 import logging
 import os
 from array import array
+from itertools import islice
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import torch
 
+from xlpe.data.channels import ChannelSource, as_source, expand_channel, get_channel
 from xlpe.data.subword import BOS_ID, EOS_ID, PAD_ID, SubwordModel
 from xlpe.errors import ConfigError, FormatError
 from xlpe.io.text import read_lines, tokenize
 
 log = logging.getLogger(__name__)
-
-#: pad value of each channel in a batch (every other channel pads with 0)
-CHANNEL_PAD: dict[str, int] = {"dpe_target": -1}
-#: channels holding one value per *pair* of source tokens, shape (S, S) per sentence
-PAIR_CHANNELS = frozenset({"tree_rel"})
-
-
-def channel_pad(name: str) -> int:
-    return CHANNEL_PAD.get(name, 0)
-
-
-# --------------------------------------------------------------------------------------------------
-# channel expansion: word level -> subword level (+ EOS)
-# --------------------------------------------------------------------------------------------------
-
-def _eos_value(name: str, values: np.ndarray, n_tokens: int) -> int:
-    """The channel value of the EOS token appended after ``n_tokens`` subwords (SPEC §3.2, §4.1, §6.2)."""
-    if name in ("xl", "seq"):
-        return n_tokens                       # EOS keeps its APE index
-    if name == "depth":
-        return int(values.max()) + 1 if len(values) else 0
-    if name == "dpe_target":
-        return -1                             # EOS is never supervised
-    raise ConfigError(f"channel {name!r}: no rule for the EOS value; give one value more than there are tokens "
-                      "(the last one is EOS's)")
-
-
-def expand_channel(name: str, values: Sequence | np.ndarray, word_of: Sequence[int] | None, n_pieces: int) -> np.ndarray:
-    """One sentence's channel at subword level, EOS included (length ``n_pieces + 1``; pair channels
-    ``(n_pieces + 1)²``, flattened row-major).
-
-    Args:
-        name: the channel (``xl``, ``depth``, ``dpe_target``, ``tree_rel`` or a new one).
-        values: per-word values (``word_of`` given) or per-subword values (``word_of=None``), as a sequence
-            or as a sparse mapping ``{index: value}`` (other tokens get the channel's pad value). Either may
-            carry one extra trailing value for EOS (a row and a column for pair channels); without it EOS
-            gets the channel's rule (:func:`_eos_value`). ``tree_rel`` must include EOS.
-        word_of: subword -> word index map (:class:`xlpe.data.subword.Encoded.word_of`), or None when
-            ``values`` are already per subword.
-        n_pieces: number of subwords (without EOS).
-
-    Word-level rules: ``xl`` holds a permutation's inverse, so it is expanded as a permutation (each word's
-    pieces keep their inner order, SPEC §4.1); ``tree_rel`` takes the value of the word pair (pieces of one
-    word pair with the word itself, 0, SPEC §3.3); any other channel is copied to every piece of its word
-    (``depth``: "sub-words share the absolute structural position", SPEC §3.2). ``dpe_target`` ranks are
-    defined on subwords (SPEC §6.2) and cannot be given per word.
-    """
-    if isinstance(values, Mapping):         # sparse {token index: value}; unlisted tokens get the pad value
-        units = n_pieces if word_of is None else ((max(word_of) + 1) if len(word_of) else 0)
-        dense = np.full(units, channel_pad(name), dtype=np.int64)
-        for i, x in values.items():
-            if not 0 <= int(i) < units:
-                raise ConfigError(f"channel {name!r} gives a value for token {i}, but the sentence has {units} "
-                                  f"{'subwords' if word_of is None else 'words'}")
-            dense[int(i)] = int(x)
-        values = dense
-    v = np.asarray(values, dtype=np.int64)
-    if name in PAIR_CHANNELS:
-        n = int(round(np.sqrt(v.size))) if v.ndim == 1 else v.shape[0]
-        v = v.reshape(n, n)
-        units = n_pieces if word_of is None else (max(word_of) + 1 if len(word_of) else 0)
-        if n != units + 1:
-            raise ConfigError(f"pair channel {name!r} has a {n}x{n} matrix for {units} "
-                              f"{'subwords' if word_of is None else 'words'}; expected {(units + 1)}x{(units + 1)} (EOS included)")
-        if word_of is None:
-            return v.reshape(-1)
-        idx = np.asarray(list(word_of) + [n - 1], dtype=np.int64)
-        return v[np.ix_(idx, idx)].reshape(-1)
-
-    if word_of is None:
-        if len(v) == n_pieces + 1:
-            if name == "xl" and v[-1] != n_pieces:
-                raise ConfigError(f"channel 'xl' has {len(v)} values for {n_pieces} subwords and gives EOS index "
-                                  f"{v[-1]}; EOS keeps its own index {n_pieces} (SPEC §4.1)")
-            return v
-        if len(v) != n_pieces:
-            raise ConfigError(f"channel {name!r} has {len(v)} values for {n_pieces} subwords")
-        return np.append(v, _eos_value(name, v, n_pieces))
-
-    n_words = (max(word_of) + 1) if len(word_of) else 0
-    if name == "dpe_target":
-        raise ConfigError("channel 'dpe_target' is defined on subwords (SPEC §6.2); give it at subword level")
-    eos = None
-    if len(v) == n_words + 1 and name != "xl":     # xl: orders cover the words only, EOS keeps its index
-        v, eos = v[:-1], int(v[-1])
-    elif len(v) != n_words:
-        raise ConfigError(f"channel {name!r} has {len(v)} values for {n_words} words")
-    wo = np.asarray(word_of, dtype=np.int64)
-    if name == "xl":
-        order = np.argsort(v, kind="stable")              # word order o with pos_XL[o[j]] = j
-        first = np.searchsorted(wo, np.arange(n_words))   # word_of is non-decreasing
-        counts = np.bincount(wo, minlength=n_words)
-        sub_order = np.concatenate([np.arange(first[w], first[w] + counts[w]) for w in order]) if n_words else wo
-        out = np.empty(n_pieces, dtype=np.int64)
-        out[sub_order] = np.arange(n_pieces)
-    else:
-        out = v[wo]
-    return np.append(out, eos if eos is not None else _eos_value(name, out, n_pieces))
-
-
-# --------------------------------------------------------------------------------------------------
-# channel files
-# --------------------------------------------------------------------------------------------------
-
-#: channel file kinds: kind -> (channel name, level, description)
-CHANNEL_FILES: dict[str, tuple[str | None, str, str]] = {
-    "orders": ("xl", "word", "lader order lines (a 0-based permutation per sentence); pos_XL is its inverse (SPEC §4.1)"),
-    "subword-orders": ("xl", "subword", "order lines over subwords (a preorderer run on subword text, as Ding et "
-                                        "al.); pos_XL is its inverse (SPEC §4.1)"),
-    "dpe": ("dpe_target", "subword", "Pharaoh 'i-p' lines over subword indices, 0-based (SPEC §6.2); "
-                                     "tokens without a link get no target"),
-    "ints": (None, "word", "space-separated integers, one value per word (one line per sentence)"),
-}
-
-
-class ChannelFile:
-    """An iterator over a channel file's items that knows the file's name, for error messages."""
-
-    def __init__(self, items: Iterator, path: str | os.PathLike):
-        self.items, self.path = items, str(path)
-
-    def __iter__(self) -> "ChannelFile":
-        return self
-
-    def __next__(self):
-        return next(self.items)
-
-
-def read_channel_file(kind: str, path: str | os.PathLike, *, noise: float = 0.0, noise_seed: int = 0,
-                      noise_unit: str = "indices") -> ChannelFile:
-    """Stream one channel item per line of a channel file (see :data:`CHANNEL_FILES`), for
-    :meth:`ParallelData.from_files` ``channels``. Malformed lines raise :class:`FormatError` with ``file:line``.
-
-    ``noise`` (orders only): the noise attack of SPEC §4.8. Each ``pos_XL`` line gets
-    :func:`xlpe.reorder.noise.swap_noise` at ratio ``noise``, seeded by ``noise_seed``, at the granularity of the
-    file (word or subword). Use it for training data only.
-    """
-    if noise and kind not in ("orders", "subword-orders"):
-        raise ConfigError(f"noise applies to order files, not to channel files of kind {kind!r}")
-    if kind in ("orders", "subword-orders"):
-        from xlpe.io.orders import invert_order, read_orders
-        items = (invert_order(o) for o in read_orders(path))
-        if noise:
-            from xlpe.reorder.noise import noisy_positions
-            items = noisy_positions(items, noise, noise_seed, noise_unit)
-        return ChannelFile(items, path)
-    return ChannelFile(_read_channel_items(kind, path), path)
-
-
-def _read_channel_items(kind: str, path: str | os.PathLike) -> Iterator:
-    if kind == "dpe":
-        from xlpe.io.alignments import parse_alignment_line
-
-        def dpe():
-            for lineno, text in read_lines(path):
-                a = parse_alignment_line(text, 0, path=path, lineno=lineno)
-                targets: dict[int, int] = {}
-                for i, p in sorted(a.sure):
-                    if i in targets:
-                        raise FormatError(f"source token {i} has two DPE targets", path, lineno,
-                                          "at most one 'i-p' link per source token")
-                    targets[i] = p
-                yield targets
-        return dpe()
-    if kind == "ints":
-        def ints():
-            for lineno, text in read_lines(path):
-                try:
-                    yield [int(t) for t in tokenize(text)]
-                except ValueError:
-                    raise FormatError("non-integer value", path, lineno, "space-separated integers") from None
-        return ints()
-    raise ConfigError(f"unknown channel file kind {kind!r} (expected one of {', '.join(CHANNEL_FILES)})")
-
 
 # --------------------------------------------------------------------------------------------------
 # the dataset
@@ -286,7 +113,8 @@ class ParallelData:
     def from_files(cls, src_path: str | os.PathLike, tgt_path: str | os.PathLike | None,
                    src_subword: SubwordModel, tgt_subword: SubwordModel | None = None, *,
                    max_src_len: int | None = None, max_tgt_len: int | None = None, skip_long: bool = False,
-                   channels: Mapping[str, Iterable] | None = None, channel_level: str | Mapping[str, str] = "word") -> "ParallelData":
+                   channels: Mapping[str, ChannelSource | Iterable] | None = None,
+                   channel_level: str | Mapping[str, str] = "word") -> "ParallelData":
         """Read and encode a line-aligned bitext (``tgt_path=None``: source only).
 
         Args:
@@ -294,10 +122,10 @@ class ParallelData:
             max_src_len: the model's limit on source tokens *including EOS*; a longer line raises
                 :class:`FormatError` naming ``file:line`` unless ``skip_long`` (then it is skipped and counted).
             max_tgt_len: the limit on decoder steps (target tokens + 1 for BOS/EOS).
-            channels: name -> iterable of per-sentence values, one item per *input line* (see
-                :func:`expand_channel`); ``channel_level`` says whether they are per ``word`` or ``subword``
-                (one level for all, or a dict by channel name, default ``word``). :func:`read_channel_file`
-                reads the standard files.
+            channels: name -> :class:`~xlpe.data.channels.ChannelSource` (or an iterable of per-sentence
+                values, one item per *input line*, whose level ``channel_level`` gives: ``word`` or
+                ``subword``, one for all or a dict by name); values are expanded to subwords with EOS by
+                :func:`~xlpe.data.channels.expand_channel`.
         Empty lines are errors (a pair without a side cannot be trained on) unless ``skip_long``, which then
         skips them too.
         """
@@ -312,85 +140,85 @@ class ParallelData:
     def from_sentences(cls, src: Iterable[str | Sequence[str]], tgt: Iterable[str | Sequence[str]] | None,
                        src_subword: SubwordModel, tgt_subword: SubwordModel | None = None, *,
                        max_src_len: int | None = None, max_tgt_len: int | None = None, skip_long: bool = False,
-                       channels: Mapping[str, Iterable] | None = None, channel_level: str | Mapping[str, str] = "word",
-                       names: tuple[str | None, str | None] = ("<source>", "<target>")) -> "ParallelData":
-        """Encode sentences (lines or word lists) from iterables; see :meth:`from_files` for the options."""
-        levels = {k: (channel_level if isinstance(channel_level, str) else channel_level.get(k, "word"))
-                  for k in (channels or {})}
-        for k, lv in levels.items():
-            if lv not in ("word", "subword"):
-                raise ConfigError(f"channel {k!r}: level must be 'word' or 'subword', not {lv!r}")
+                       channels: Mapping[str, ChannelSource | Iterable] | None = None,
+                       channel_level: str | Mapping[str, str] = "word",
+                       names: tuple[str | None, str | None] = ("<source>", "<target>"), first_line: int = 1,
+                       finish_channels: bool = True, chunk_size: int = 2000) -> "ParallelData":
+        """Encode sentences (lines or word lists) from iterables, ``chunk_size`` at a time; see
+        :meth:`from_files` for the options. ``first_line`` numbers the first sentence in error messages;
+        ``finish_channels=False`` leaves the rest of the channel sources for a later call (chunked input)."""
         tgt_subword = tgt_subword or src_subword
         src_name, tgt_name = names
-        src_words = _words(src)
-        enc_src = src_subword.encode_many(src_words)
-        enc_tgt = tgt_subword.encode_many(_words(tgt)) if tgt is not None else None
-        ch_iters = {k: iter(v) for k, v in (channels or {}).items()}
-        ch_names = {k: getattr(v, "path", src_name) for k, v in (channels or {}).items()}
+        sources = {k: as_source(v, channel_level if isinstance(channel_level, str) else channel_level.get(k, "word"),
+                                f"channel {k!r}") for k, v in (channels or {}).items()}
+        src_it = _words(src)
+        tgt_it = _words(tgt) if tgt is not None else None
         S, T = _Ragged(), (_Ragged() if tgt is not None else None)
-        C = {k: _Ragged() for k in ch_iters}
+        C = {k: _Ragged() for k in sources}
         lines = array("q")
         skipped = n_long = n_empty = 0
-        lineno = 0
-        _end = object()
+        lineno = first_line - 1
         while True:
-            es = next(enc_src, _end)
-            et = next(enc_tgt, _end) if enc_tgt is not None else None
-            if es is _end or et is _end:
-                if enc_tgt is not None and (es is _end) != (et is _end):
-                    short, long_ = (src_name, tgt_name) if es is _end else (tgt_name, src_name)
-                    raise FormatError(f"{short} has {lineno} lines but {long_} has more", long_, lineno + 1,
-                                      "line-aligned files with equal line counts")
+            src_chunk = list(islice(src_it, chunk_size))
+            tgt_chunk = list(islice(tgt_it, len(src_chunk) or 1)) if tgt_it is not None else None
+            if tgt_chunk is not None and len(tgt_chunk) != len(src_chunk):
+                short, long_ = (src_name, tgt_name) if len(src_chunk) < len(tgt_chunk) else (tgt_name, src_name)
+                n = lineno + min(len(src_chunk), len(tgt_chunk))
+                raise FormatError(f"{short} has {n} lines but {long_} has more", long_, n + 1,
+                                  "line-aligned files with equal line counts")
+            if not src_chunk:
                 break
-            lineno += 1
-            ch_vals = {}
-            for k, it in ch_iters.items():
-                val = next(it, _end)
-                if val is _end:
-                    raise FormatError(f"channel {k!r} ends after {lineno - 1} sentences but {src_name} has more",
-                                      ch_names[k], lineno, "one channel line per source line")
-                ch_vals[k] = val
-            ns = len(es.ids) + 1
-            nt = (len(et.ids) + 1) if et is not None else 0
-            problem = None
-            if len(es.ids) == 0:
-                problem = ("empty source sentence", src_name, "at least one token")
-            elif et is not None and len(et.ids) == 0:
-                problem = ("empty target sentence", tgt_name, "at least one token")
-            elif max_src_len is not None and ns > max_src_len:
-                problem = (f"source sentence has {ns} tokens with EOS (subwords), more than the model's limit "
-                           f"{max_src_len}", src_name, f"at most {max_src_len} (or skip long lines)")
-            elif max_tgt_len is not None and et is not None and nt > max_tgt_len:
-                problem = (f"target sentence has {nt} tokens with EOS (subwords), more than the model's limit "
-                           f"{max_tgt_len}", tgt_name, f"at most {max_tgt_len} (or skip long lines)")
-            if problem is not None:
-                if not skip_long:
-                    raise FormatError(problem[0], problem[1], lineno, problem[2])
-                skipped += 1
-                n_empty += problem[0].startswith("empty")
-                n_long += not problem[0].startswith("empty")
-                continue
-            S.append(es.ids + [EOS_ID])
-            if et is not None:
-                T.append(et.ids)
-            for k, val in ch_vals.items():
+            values = {k: _take(k, source, src_chunk, lineno + 1) for k, source in sources.items()}
+            enc_src = list(src_subword.encode_many(src_chunk))
+            enc_tgt = list(tgt_subword.encode_many(tgt_chunk)) if tgt_chunk is not None else None
+            for j, es in enumerate(enc_src):
+                lineno += 1
+                et = enc_tgt[j] if enc_tgt is not None else None
+                ns = len(es.ids) + 1
+                nt = (len(et.ids) + 1) if et is not None else 0
+                problem = None
+                if len(es.ids) == 0:
+                    problem = ("empty source sentence", src_name, "at least one token")
+                elif et is not None and len(et.ids) == 0:
+                    problem = ("empty target sentence", tgt_name, "at least one token")
+                elif max_src_len is not None and ns > max_src_len:
+                    problem = (f"source sentence has {ns} tokens with EOS (subwords), more than the model's limit "
+                               f"{max_src_len}", src_name, f"at most {max_src_len} (or skip long lines)")
+                elif max_tgt_len is not None and et is not None and nt > max_tgt_len:
+                    problem = (f"target sentence has {nt} tokens with EOS (subwords), more than the model's limit "
+                               f"{max_tgt_len}", tgt_name, f"at most {max_tgt_len} (or skip long lines)")
+                if problem is not None:
+                    if not skip_long:
+                        raise FormatError(problem[0], problem[1], lineno, problem[2])
+                    skipped += 1
+                    n_empty += problem[0].startswith("empty")
+                    n_long += not problem[0].startswith("empty")
+                    continue
+                S.append(es.ids + [EOS_ID])
+                if et is not None:
+                    T.append(et.ids)
+                for k, source in sources.items():
+                    word_of = es.word_of if source.level == "word" else None
+                    try:
+                        C[k].append(expand_channel(k, values[k][j], word_of, len(es.ids)))
+                    except ConfigError as e:
+                        raise FormatError(f"{e} of {src_name} line {lineno}", source.description, lineno,
+                                          f"one value per {source.level} of the source sentence") from None
+                lines.append(lineno)
+        if finish_channels:
+            for k, source in sources.items():
                 try:
-                    C[k].append(expand_channel(k, val, es.word_of if levels[k] == "word" else None, len(es.ids)))
-                except ConfigError as e:
-                    raise FormatError(f"{e} of {src_name} line {lineno}", ch_names[k], lineno,
-                                      f"one value per {levels[k]} of the source sentence") from None
-            lines.append(lineno)
-        for k, it in ch_iters.items():
-            if next(it, _end) is not _end:
-                raise FormatError(f"channel {k!r} has more lines than {src_name} ({lineno})", ch_names[k],
-                                  lineno + 1, "one channel line per source line")
-        if lineno == 0:
+                    source.finish(lineno)
+                except FormatError as e:
+                    raise FormatError(f"channel {k!r} {e.message}", e.path, e.line, e.expected) from None
+        n_read = lineno - first_line + 1
+        if n_read == 0:
             raise FormatError("input is empty", src_name, expected="at least one sentence (pair)")
         if skipped:
-            log.warning("skipped %d of %d lines of %s (%d too long, %d empty)", skipped, lineno, src_name,
+            log.warning("skipped %d of %d lines of %s (%d too long, %d empty)", skipped, n_read, src_name,
                         n_long, n_empty)
         if len(lines) == 0:
-            raise FormatError(f"all {lineno} lines were skipped", src_name, expected="at least one usable sentence")
+            raise FormatError(f"all {n_read} lines were skipped", src_name, expected="at least one usable sentence")
         return cls(S.freeze(), T.freeze() if T is not None else None, {k: r.freeze() for k, r in C.items()},
                    np.frombuffer(lines, dtype=np.int64), skipped, src_name)
 
@@ -468,6 +296,13 @@ class ParallelData:
             return cls(src, tgt, chans, z["lines"], int(z["meta"][0]), os.fspath(path))
         except (OSError, ValueError, KeyError) as e:
             raise FormatError(f"not a readable encoded corpus ({e})", path) from None
+
+
+def _take(name: str, source: ChannelSource, sentences: list, first_line: int) -> list:
+    try:
+        return source.take(sentences, first_line)
+    except FormatError as e:
+        raise FormatError(f"channel {name!r} {e.message}", e.path, e.line, e.expected) from None
 
 
 def _words(it: Iterable) -> Iterator:
@@ -661,8 +496,9 @@ def collate(items: Sequence[Example], *, pad_id: int = PAD_ID, bos_id: int = BOS
             seq[i, :slen[i]] = np.arange(slen[i])
         channels["seq"] = torch.from_numpy(seq)
     for name in items[0].channels:
-        pad = channel_pad(name)
-        if name in PAIR_CHANNELS:
+        ch = get_channel(name)
+        pad = ch.pad
+        if ch.pair:
             arr = np.full((B, S, S), pad, dtype=np.int64)
             for i, x in enumerate(items):
                 n = slen[i]

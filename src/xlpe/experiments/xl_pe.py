@@ -472,16 +472,16 @@ def _train_configs(train_dir: Path, *, pe: list[str], pe_options: dict, encoder_
                    threads: int = 1, noise: float = 0.0):
     """The model, training and data configs of one recipe run, and whether the model reads XL indices."""
     from xlpe.data.subword import SubwordModel
-    from xlpe.nn.positions import required_channels
-    from xlpe.nn.transformer import TransformerConfig
-    from xlpe.train.trainer import DataConfig, TrainConfig
+    from xlpe.nn.positions import required_inputs
+    from xlpe.nn.config import TransformerConfig
+    from xlpe.train.config import DataConfig, TrainConfig
 
     m = dict(model)
     preset = m.pop("preset", "small")
     opts = {k: v for k, v in pe_options.items() if k in _declared_options(pe)}
     mcfg = TransformerConfig.from_preset(preset, **{**m, "src_vocab_size": SubwordModel.load(spm).vocab_size,
                                                     "pe": pe, "pe_options": opts, "encoder_free": encoder_free})
-    uses_xl = "xl" in required_channels(mcfg)
+    uses_xl = "xl" in required_inputs(mcfg)
     tcfg = TrainConfig(**{"log_every": 50, "progress": sys.stderr.isatty(), "threads": threads,
                           "validate_every": 0, "keep_last": 1, **train_opts, "out": str(train_dir),
                           "seed": seed, "resume": "auto"})
@@ -572,7 +572,7 @@ def _runs(cfg: XLConfig, only: set[str]) -> list[tuple[str, str, dict]]:
 def _default_tau(cfg: XLConfig) -> int:
     """The τ of the Table 1 HeadXL system (so that Figure 3 reuses its runs)."""
     from xlpe.nn.positions.xl import resolve_tau
-    from xlpe.nn.transformer import TransformerConfig
+    from xlpe.nn.config import TransformerConfig
     m = dict(cfg.model)
     mcfg = TransformerConfig.from_preset(m.pop("preset", "small"), **{**m, "pe": ["ape"]})
     return resolve_tau(mcfg, {k: v for k, v in cfg.experiment.pe_options.items() if k in ("tau", "tau_ratio")})

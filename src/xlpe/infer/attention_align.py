@@ -36,7 +36,6 @@ written file. There is no reference implementation output here to compare number
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
@@ -49,10 +48,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from xlpe.data.batching import ChannelFile, ParallelData, TokenBatchSampler, collate, read_channel_file
+from xlpe.data.batching import ParallelData, TokenBatchSampler, collate
+from xlpe.data.channels import ChannelSource, IterableSource, as_source
 from xlpe.data.subword import word_alignment_from_subword
 from xlpe.errors import ConfigError, FormatError
-from xlpe.infer.translate import Subwords, _model_device, _sides, resolve_device
+from xlpe.infer.translate import Subwords, model_device, subword_sides
+from xlpe.runtime import resolve_device, versions
+from xlpe.sources import check_channels, open_sources, with_xl_shortcuts
 from xlpe.io.alignments import Alignment, format_alignment
 from xlpe.io.text import read_lines, tokenize
 
@@ -211,41 +213,36 @@ class AttentionAlignments:
 
 
 def _check_model(model: torch.nn.Module, layer: int, merge: str, channel_names: Iterable[str]) -> None:
-    from xlpe.nn.positions import required_channels
-
     if merge not in MERGES:
         raise ConfigError(f"unknown merge {merge!r}; valid: {', '.join(MERGES)}")
     n = model.cfg.dec_layers
     if not -n <= layer < n:
         raise ConfigError(f"layer={layer} but the model has {n} decoder layer(s): valid are {-n}..{n - 1} "
                           f"(0-based; -2 = the penultimate layer of SPEC §4.6 needs at least 2 layers)")
-    missing = required_channels(model.cfg) - set(channel_names)
-    if missing:
-        raise ConfigError(f"the model's position encodings {model.cfg.pe} read channel(s) {sorted(missing)}: "
-                          "give them (orders / --orders for 'xl', channels / --channel NAME=FILE for others)")
+    check_channels(model.cfg, channel_names, "input", training=False)
 
 
 def _strip(lines: Iterable[str]) -> list[str]:
-    return [l.rstrip("\n").rstrip("\r") for l in lines]
+    return [line.rstrip("\n").rstrip("\r") for line in lines]
 
 
 def align_lines(model: torch.nn.Module, subwords: Subwords, src_lines: Iterable[str], tgt_lines: Iterable[str], *,
-                layer: int = -2, merge: str = "any", channels: Mapping[str, Iterable] | None = None,
+                layer: int = -2, merge: str = "any", channels: Mapping[str, ChannelSource | Iterable] | None = None,
                 channel_level: str | Mapping[str, str] = "word", batch_size: int = 64, max_tokens: int | None = None,
                 device: torch.device | str | None = None, names: tuple[str, str] = ("<source>", "<target>"),
-                first_line: int = 1, keep_attention: int = 0) -> AttentionAlignments:
+                first_line: int = 1, keep_attention: int = 0, finish_channels: bool = True) -> AttentionAlignments:
     """Word alignments of line-aligned sentence pairs from a loaded model's attention (SPEC §4.6).
 
     Args:
-        model: a Transformer (e.g. from :func:`xlpe.train.checkpoint.load_model`).
+        model: a Transformer (e.g. from :func:`xlpe.nn.checkpoint.load_model`).
         subwords: the joint subword model, or ``(source, target)`` models.
         src_lines, tgt_lines: pre-tokenised sentences (words split on ASCII space), one pair per line.
         layer: decoder layer whose encoder-decoder attention is used (0-based, negative from the top; default
             -2 = penultimate).
         merge: subword -> word rule, ``'any'`` or ``'attn_merge'`` ``[I]`` (see :func:`hard_alignment`).
-        channels: position channels per line (name -> one item per line; ``xl`` = inverted orders), as in
-            :func:`xlpe.infer.translate.translate_lines`; a :class:`xlpe.data.batching.ChannelFile` makes errors
-            name its file. ``channel_level``: ``word`` or ``subword``, for all or per channel name.
+        channels: position channels: name -> a :class:`~xlpe.data.channels.ChannelSource` (its next values are
+            taken; ``finish_channels=False`` leaves the rest for the next chunk) or one item per line (``xl`` =
+            inverted orders) at ``channel_level`` (``word`` or ``subword``, for all or per channel name).
         batch_size: most sentence pairs per batch; ``max_tokens``: optional cap on padded tokens per batch.
         device: where to run (default: the model's device).
         names, first_line: how errors name the inputs (``file:line``).
@@ -255,7 +252,7 @@ def align_lines(model: torch.nn.Module, subwords: Subwords, src_lines: Iterable[
         FormatError: line counts differ, a line is empty, or a line is longer than the model's ``max_len``
             (naming the file and line).
     """
-    src_sw, tgt_sw = _sides(subwords)
+    src_sw, tgt_sw = subword_sides(subwords)
     src_lines, tgt_lines = _strip(src_lines), _strip(tgt_lines)
     src_name, tgt_name = names
     channels = dict(channels or {})
@@ -270,19 +267,15 @@ def align_lines(model: torch.nn.Module, subwords: Subwords, src_lines: Iterable[
     if not src_lines:
         return AttentionAlignments([])
     cfg = model.cfg
-    try:
-        data = ParallelData.from_sentences(src_lines, tgt_lines, src_sw, tgt_sw, max_src_len=cfg.max_len,
-                                           max_tgt_len=cfg.max_len, channels=channels, channel_level=channel_level,
-                                           names=names)
-    except FormatError as e:
-        raise FormatError(e.message, e.path, None if e.line is None else first_line - 1 + e.line,
-                          e.expected) from None
+    data = ParallelData.from_sentences(src_lines, tgt_lines, src_sw, tgt_sw, max_src_len=cfg.max_len,
+                                       max_tgt_len=cfg.max_len, channels=channels, channel_level=channel_level,
+                                       names=names, first_line=first_line, finish_channels=finish_channels)
     src_enc = list(src_sw.encode_many(src_lines))
     tgt_enc = list(tgt_sw.encode_many(tgt_lines))
 
     from xlpe.infer.beam import force_decode
 
-    dev = torch.device(device) if device is not None else _model_device(model)
+    dev = torch.device(device) if device is not None else model_device(model)
     lengths = data.num_tokens
     longest = int(lengths.max())
     budget = longest * batch_size if max_tokens is None else max(max_tokens, longest)
@@ -313,23 +306,23 @@ def align_lines(model: torch.nn.Module, subwords: Subwords, src_lines: Iterable[
     return AttentionAlignments(out, [views[i] for i in sorted(views)])  # type: ignore[arg-type]
 
 
-def _channel_values(orders: str | os.PathLike | Sequence[Sequence[int]] | None, orders_level: str,
-                    channels: Mapping[str, str | os.PathLike | Sequence] | None) -> dict[str, Iterable]:
-    """Channel name -> iterable of per-line items: files are streamed (as :class:`ChannelFile`, so errors name
-    them), in-memory orders are inverted (SPEC §4.1)."""
+def _sources(orders: str | os.PathLike | Sequence[Sequence[int]] | None, orders_level: str,
+             channels: Mapping[str, str | os.PathLike | ChannelSource | Sequence] | None,
+             preorderer: str | os.PathLike | None = None) -> dict[str, ChannelSource]:
+    """The channel sources: specs are opened (:mod:`xlpe.sources`), in-memory values wrapped; in-memory
+    ``orders`` (one permutation per line) are inverted into ``pos_XL`` (SPEC §4.1)."""
     from xlpe.io.orders import invert_order
 
-    if orders_level not in ("word", "subword"):
-        raise ConfigError(f"orders_level must be 'word' or 'subword', not {orders_level!r}")
-    out: dict[str, Iterable] = {}
-    if orders is not None:
-        kind = "orders" if orders_level == "word" else "subword-orders"
-        out["xl"] = (read_channel_file(kind, orders) if isinstance(orders, (str, os.PathLike))
-                     else (invert_order(o) for o in orders))
-    for k, v in (channels or {}).items():
-        if k == "xl" and orders is not None:
+    mem = {k: v for k, v in (channels or {}).items() if not isinstance(v, (str, os.PathLike, ChannelSource))}
+    specs = {k: v for k, v in (channels or {}).items() if k not in mem}
+    in_memory_orders = orders is not None and not isinstance(orders, (str, os.PathLike))
+    out = open_sources(with_xl_shortcuts(specs, orders=None if in_memory_orders else orders,
+                                         orders_level=orders_level, preorderer=preorderer))
+    if in_memory_orders:
+        if "xl" in out or "xl" in mem:
             raise ConfigError("channel 'xl' is given twice (orders and channels)")
-        out[k] = read_channel_file("ints", v) if isinstance(v, (str, os.PathLike)) else v
+        out["xl"] = IterableSource((invert_order(o) for o in orders), orders_level, "<orders>")
+    out.update({k: as_source(v, "word", f"channel {k!r}") for k, v in mem.items()})
     return out
 
 
@@ -342,7 +335,7 @@ def align_from_model(checkpoint: str | os.PathLike | Sequence[str | os.PathLike]
     """Word alignments (0-based, one per line pair) from a checkpoint's attention (SPEC §4.6).
 
     Args:
-        checkpoint: a checkpoint path, or several to average (:func:`xlpe.train.checkpoint.load_model`).
+        checkpoint: a checkpoint path, or several to average (:func:`xlpe.nn.checkpoint.load_model`).
         src_lines, tgt_lines: pre-tokenised sentence pairs, one per line.
         layer, merge, batch_size, max_tokens: see :func:`align_lines`.
         orders: lader order lines for the source (a path, or one 0-based permutation per line) -> channel ``xl``,
@@ -352,14 +345,14 @@ def align_from_model(checkpoint: str | os.PathLike | Sequence[str | os.PathLike]
         device: ``cpu``, ``cuda``, ``cuda:N`` or ``auto``.
         src_name, tgt_name: how errors name the inputs.
     """
-    from xlpe.train.checkpoint import load_model
+    from xlpe.nn.checkpoint import load_model
 
     dev = resolve_device(device)
     model, _, subwords = load_model(checkpoint, device=dev)
-    ch = _channel_values(orders, orders_level, channels)
+    ch = _sources(orders, orders_level, channels)
     return align_lines(model, subwords, src_lines, tgt_lines, layer=layer, merge=merge, channels=ch,
-                       channel_level={"xl": orders_level}, batch_size=batch_size, max_tokens=max_tokens,
-                       device=dev, names=(src_name, tgt_name)).alignments
+                       batch_size=batch_size, max_tokens=max_tokens, device=dev,
+                       names=(src_name, tgt_name)).alignments
 
 
 def _read_gold(gold: str | os.PathLike, gold_base: int, gold_reverse: bool, src: str | os.PathLike,
@@ -396,6 +389,7 @@ def align_from_model_files(checkpoint: str | os.PathLike | Sequence[str | os.Pat
                            tgt: str | os.PathLike, out: str | os.PathLike, *, gold: str | os.PathLike | None = None,
                            gold_base: int | None = None, gold_reverse: bool = False, layer: int = -2,
                            merge: str = "any", orders: str | os.PathLike | None = None, orders_level: str = "word",
+                           preorderer: str | os.PathLike | None = None,
                            channels: Mapping[str, str | os.PathLike] | None = None,
                            heatmaps: str | os.PathLike | None = None, heatmap_count: int = 10,
                            heatmap_level: str = "word", report: str | os.PathLike | None = None,
@@ -410,6 +404,8 @@ def align_from_model_files(checkpoint: str | os.PathLike | Sequence[str | os.Pat
         heatmaps: a folder for PNG heat maps of the first ``heatmap_count`` sentences, at ``heatmap_level``
             ``'word'`` or ``'subword'``, with gold links (if any) and predicted links marked.
         report: a JSON file for the options, counts and scores (written atomically).
+        orders, orders_level, preorderer, channels: the source's channels, as for
+            :func:`xlpe.infer.translate.translate_file`.
         Others: see :func:`align_from_model` and :func:`align_lines`.
 
     Returns:
@@ -417,7 +413,7 @@ def align_from_model_files(checkpoint: str | os.PathLike | Sequence[str | os.Pat
         (the PNG paths) and the options.
     """
     from xlpe.io.atomic import atomic_write
-    from xlpe.train.checkpoint import load_model
+    from xlpe.nn.checkpoint import load_model
 
     if chunk_size < 1:
         raise ConfigError("chunk_size must be >= 1")
@@ -433,8 +429,8 @@ def align_from_model_files(checkpoint: str | os.PathLike | Sequence[str | os.Pat
         refs = _read_gold(gold, gold_base, gold_reverse, src, tgt)       # fails fast, before the model runs
     dev = resolve_device(device)
     model, _, subwords = load_model(checkpoint, device=dev)
-    ch_iters = _channel_values(orders, orders_level, channels)
-    _check_model(model, layer, merge, ch_iters)
+    sources = _sources(orders, orders_level, channels, preorderer)
+    _check_model(model, layer, merge, sources)
     names = tuple(os.fspath(p) for p in (src, tgt))
     src_it = (t for _, t in read_lines(src))
     tgt_it = (t for _, t in read_lines(tgt))
@@ -451,11 +447,9 @@ def align_from_model_files(checkpoint: str | os.PathLike | Sequence[str | os.Pat
             t_chunk = list(islice(tgt_it, len(s_chunk) if s_chunk else 1))
             if not s_chunk and not t_chunk:
                 break
-            ch = {k: ChannelFile(iter(list(islice(it, len(s_chunk)))), getattr(it, "path", names[0]))
-                  for k, it in ch_iters.items()}
-            res = align_lines(model, subwords, s_chunk, t_chunk, layer=layer, merge=merge, channels=ch,
-                              channel_level={"xl": orders_level}, batch_size=batch_size, max_tokens=max_tokens,
-                              device=dev, names=names, first_line=n + 1, keep_attention=max(0, keep - n))
+            res = align_lines(model, subwords, s_chunk, t_chunk, layer=layer, merge=merge, channels=sources,
+                              batch_size=batch_size, max_tokens=max_tokens, device=dev, names=names,
+                              first_line=n + 1, keep_attention=max(0, keep - n), finish_channels=False)
             views += res.views
             for k, a in enumerate(res.alignments):
                 f.write(format_alignment(a, 0, possible=False) + "\n")
@@ -464,11 +458,8 @@ def align_from_model_files(checkpoint: str | os.PathLike | Sequence[str | os.Pat
             n += len(s_chunk)
         if n == 0:
             raise FormatError("input is empty", names[0], expected="at least one sentence pair")
-        for k, it in ch_iters.items():
-            if next(it, None) is not None:
-                raise FormatError(f"channel {k!r} file has more lines than {names[0]} ({n})",
-                                  getattr(it, "path", names[0]), n + 1,
-                                  "one channel line per source line")
+        for source in sources.values():
+            source.finish(n)
     score = counter.score() if counter is not None else None
     pngs = []
     if heatmaps is not None:
@@ -484,72 +475,8 @@ def align_from_model_files(checkpoint: str | os.PathLike | Sequence[str | os.Pat
                "gold": None if gold is None else os.fspath(gold), "gold_base": gold_base,
                "gold_reverse": gold_reverse, "aer": None if score is None else score.to_dict(), "heatmaps": pngs}
     if report is not None:
-        import platform
-        from xlpe import __version__
-        full = {**summary, "argv": sys.argv, "versions": {"xlpe": __version__, "torch": torch.__version__,
-                                                           "python": platform.python_version()}}
+        full = {**summary, "argv": sys.argv, "versions": versions()}
         with atomic_write(report) as rf:
             json.dump(full, rf, indent=2)
             rf.write("\n")
     return summary
-
-
-# -- command line: `xlpe align-from-model` ---------------------------------------------------------
-
-def add_cli_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--checkpoint", required=True, nargs="+",
-                   help="checkpoint file (checkpoint_<step>.pt / checkpoint_best.pt); several are averaged")
-    p.add_argument("--src", required=True, help="source text, one pre-tokenised sentence a line")
-    p.add_argument("--tgt", required=True, help="reference target text, line-aligned with --src (force-decoded)")
-    p.add_argument("--out", required=True, help="output word alignments, Pharaoh 'i-j' (0-based); written atomically")
-    p.add_argument("--gold", default=None, help="gold alignments to score against (i-j sure, ipj possible)")
-    p.add_argument("--gold-base", type=int, choices=(0, 1), default=None,
-                   help="index base of the gold file (required with --gold; most gold sets, e.g. RWTH De-En, are 1)")
-    p.add_argument("--gold-reverse", action="store_true",
-                   help="swap the gold file's sides (e.g. the De-En RWTH gold scored for an En-De model)")
-    p.add_argument("--layer", type=int, default=-2,
-                   help="decoder layer whose encoder-decoder attention is used (0-based, negative from the top; "
-                        "-2 = penultimate, SPEC §4.6)")
-    p.add_argument("--merge", choices=MERGES, default="any",
-                   help="subword -> word rule: 'any' (words linked if any subword pair is) or 'attn_merge' "
-                        "(sum attention over source subwords, mean over target subwords, then argmax)")
-    p.add_argument("--orders", default=None,
-                   help="lader order lines for the source -> channel 'xl' (XL-PE models)")
-    p.add_argument("--orders-level", default="word", choices=("word", "subword"),
-                   help="whether --orders index words (expanded to subwords) or subwords")
-    p.add_argument("--channel", action="append", default=[], metavar="NAME=FILE",
-                   help="another per-word integer channel file for the source (repeatable)")
-    p.add_argument("--heatmaps", default=None, help="folder for PNG heat maps of the attention (optional)")
-    p.add_argument("--heatmap-count", type=int, default=10, help="how many sentences (the first N) get a heat map")
-    p.add_argument("--heatmap-level", choices=("word", "subword"), default="word",
-                   help="heat maps per word (attn_merge matrix) or per subword (raw matrix with EOS)")
-    p.add_argument("--report", default=None, help="JSON report: options, counts, AER/P/R, versions")
-    p.add_argument("--batch-size", type=int, default=64, help="most sentence pairs per batch")
-    p.add_argument("--max-tokens", type=int, default=None, help="most padded tokens per batch (optional)")
-    p.add_argument("--chunk-size", type=int, default=10000, help="lines read, aligned and written at a time")
-    p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto")
-    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch's default)")
-
-
-def cli_main(args: argparse.Namespace) -> int:
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    channels = {}
-    for item in args.channel:
-        if "=" not in item:
-            raise ConfigError(f"--channel expects NAME=FILE, got {item!r}")
-        k, v = item.split("=", 1)
-        channels[k] = v
-    s = align_from_model_files(args.checkpoint, args.src, args.tgt, args.out, gold=args.gold,
-                               gold_base=args.gold_base, gold_reverse=args.gold_reverse, layer=args.layer,
-                               merge=args.merge, orders=args.orders, orders_level=args.orders_level,
-                               channels=channels, heatmaps=args.heatmaps,
-                               heatmap_count=args.heatmap_count, heatmap_level=args.heatmap_level,
-                               report=args.report, batch_size=args.batch_size, max_tokens=args.max_tokens,
-                               chunk_size=args.chunk_size, device=args.device)
-    log.info("aligned %d sentence pairs -> %s", s["sentences"], s["out"])
-    if s["aer"] is not None:
-        a = s["aer"]
-        print(f"AER {100 * a['aer']:.2f} (P {100 * a['precision']:.2f} / R {100 * a['recall']:.2f} / "
-              f"|A| {a['n_hyp']})  [{a['sentences']} sentences, layer {args.layer}, merge {args.merge}]")
-    return 0

@@ -27,7 +27,7 @@ from xlpe.errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover  (no runtime import: position encodings may import this module)
     from xlpe.nn.positions.base import HeadInput, RelativeTerms
-    from xlpe.nn.transformer import TransformerConfig
+    from xlpe.nn.config import TransformerConfig
 
 
 def relative_tables(rel: Sequence[RelativeTerms]) -> tuple[Tensor | None, Tensor | None]:

@@ -1,7 +1,7 @@
 """The encoder-decoder Transformer (Vaswani et al. 2017) with pluggable source position encodings.
 
-Read top to bottom: the config, the encoder (embeddings, position encodings, layers), the decoder (embeddings,
-sinusoidal PE, causal layers, output projection), the model. Source position encodings are plugins from
+Read top to bottom (the config is in ``xlpe.nn.config``): the encoder (embeddings, position encodings,
+layers), the decoder (embeddings, sinusoidal PE, causal layers, output projection), the model. Source position encodings are plugins from
 ``xlpe.nn.positions`` chosen by ``cfg.pe`` (DESIGN.md "position channels"); the decoder is the unchanged
 Transformer (SPEC §0). ``encoder_free=True`` is Ding et al.'s context-free model: the decoder attends directly to
 ``dropout(sqrt(d) E[x] + source PE)`` (SPEC §4.7).
@@ -17,121 +17,16 @@ train, and a tiny model overfits a toy data set.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from xlpe.errors import ConfigError
-from xlpe.nn.attention import INITS, DecoderLayer, EncoderLayer
-from xlpe.nn.positions import EncodingContext, HeadInput, build_encodings, check_encodings, sinusoid
-from xlpe.nn.positions.sinusoid import FREQS, LAYOUTS
-
-
-@dataclass
-class TransformerConfig:
-    """Everything that defines a model; ``to_dict``/``from_dict`` round-trip it through checkpoints.
-
-    ``pe`` lists the source position encodings (names of ``xlpe.nn.positions.ENCODINGS``); their input terms
-    are summed and their relative tables summed (SPEC §3.3). ``pe_options`` holds options of plugin encodings
-    (each declares the ones it reads; anything else is an error). ``tgt_vocab_size=None`` means "same as the
-    source". ``encoder_free=True`` sets ``enc_layers=0``. Special ids follow ``xlpe.data.subword``.
-
-    ``init`` chooses the initialisation of the attention and feed-forward weights (``xlpe.nn.attention``):
-    ``"fairseq"`` (default; Q/K/V Glorot-uniform with gain 1/sqrt(2), PyTorch's default for the feed-forward
-    layers) or ``"xavier"`` (Glorot-uniform everywhere, zero biases; OpenNMT-py and tensor2tensor). Embeddings
-    are N(0, d^-1/2) in both. Measured on Multi30k En→De, `small`, same data order: validation NLL after 294
-    updates 4.19 (fairseq) against 4.67 (xavier) nats, hence the default.
-    """
-
-    src_vocab_size: int = 1000
-    tgt_vocab_size: int | None = None
-    d_model: int = 512
-    n_heads: int = 8
-    d_ff: int = 2048
-    enc_layers: int = 6
-    dec_layers: int = 6
-    dropout: float = 0.1
-    attn_dropout: float = 0.0
-    activation_dropout: float = 0.0
-    activation: str = "relu"
-    init: str = "fairseq"            # attention/FFN weights: fairseq | xavier (OpenNMT/t2t); see the docstring
-    pre_norm: bool = False
-    share_embeddings: bool = False   # one table for source and target tokens
-    tie_output: bool = True          # decoder input embedding = output projection (Vaswani §3.4)
-    pad_id: int = 0
-    unk_id: int = 1
-    bos_id: int = 2
-    eos_id: int = 3
-    max_len: int = 1024              # rows of learned tables; cap of decoding length
-    pe: list[str] = field(default_factory=lambda: ["ape"])
-    pe_options: dict[str, Any] = field(default_factory=dict)
-    rpe_k: int = 16
-    sinusoid_layout: str = "interleave"
-    sinusoid_freq: str = "paper"
-    sinusoid_base: float = 1e4
-    encoder_free: bool = False
-
-    def __post_init__(self):
-        self.pe = list(self.pe)
-        self.pe_options = dict(self.pe_options)
-        if self.encoder_free:
-            self.enc_layers = 0
-        bad = []
-        if min(self.src_vocab_size, self.tgt_vocab, self.d_model, self.n_heads, self.d_ff, self.dec_layers,
-               self.max_len) < 1:
-            bad.append("vocab sizes, d_model, n_heads, d_ff, dec_layers and max_len must be >= 1")
-        if self.d_model % self.n_heads:
-            bad.append(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
-        if self.enc_layers < 1 and not self.encoder_free:
-            bad.append("enc_layers must be >= 1 (set encoder_free=True for a model without encoder)")
-        if not all(0.0 <= p < 1.0 for p in (self.dropout, self.attn_dropout, self.activation_dropout)):
-            bad.append("dropout rates must lie in [0, 1)")
-        if self.share_embeddings and self.tgt_vocab != self.src_vocab_size:
-            bad.append(f"share_embeddings needs one vocabulary, got {self.src_vocab_size} and {self.tgt_vocab}")
-        if self.sinusoid_layout not in LAYOUTS or self.sinusoid_freq not in FREQS:
-            bad.append(f"sinusoid_layout must be one of {LAYOUTS} and sinusoid_freq one of {FREQS}")
-        if self.init not in INITS:
-            bad.append(f"init must be one of {INITS}, got {self.init!r}")
-        if self.activation not in ("relu", "gelu"):
-            bad.append(f"activation must be 'relu' or 'gelu', got {self.activation!r}")
-        if bad:
-            raise ConfigError("invalid TransformerConfig: " + "; ".join(bad))
-        check_encodings(self)
-
-    @property
-    def tgt_vocab(self) -> int:
-        return self.src_vocab_size if self.tgt_vocab_size is None else self.tgt_vocab_size
-
-    @classmethod
-    def from_preset(cls, name: str, **overrides: Any) -> "TransformerConfig":
-        """A named size (``tiny``, ``small``, ``base``, ``big``; see ``PRESETS``) with fields overridden."""
-        if name not in PRESETS:
-            raise ConfigError(f"unknown preset {name!r}; valid: {', '.join(PRESETS)}")
-        return cls.from_dict({**PRESETS[name], **overrides})
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "TransformerConfig":
-        """Inverse of :meth:`to_dict`; unknown keys are a :class:`ConfigError` that lists the valid ones."""
-        names = [f.name for f in dataclasses.fields(cls)]
-        unknown = sorted(set(d) - set(names))
-        if unknown:
-            raise ConfigError(f"unknown TransformerConfig field(s) {unknown}; valid: {', '.join(names)}")
-        return cls(**d)
-
-
-PRESETS: dict[str, dict[str, Any]] = {
-    "tiny": dict(d_model=32, n_heads=2, d_ff=64, enc_layers=2, dec_layers=2, dropout=0.1, max_len=256),
-    "small": dict(d_model=256, n_heads=4, d_ff=1024, enc_layers=3, dec_layers=3, dropout=0.3),
-    "base": dict(d_model=512, n_heads=8, d_ff=2048, enc_layers=6, dec_layers=6, dropout=0.1),
-    "big": dict(d_model=1024, n_heads=16, d_ff=4096, enc_layers=6, dec_layers=6, dropout=0.3),
-}
+from xlpe.nn.attention import DecoderLayer, EncoderLayer
+from xlpe.nn.config import PRESETS, TransformerConfig
+from xlpe.nn.positions import EncodingContext, HeadInput, build_encodings, sinusoid
 
 
 @dataclass

@@ -18,6 +18,7 @@ from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
+from xlpe.data.channels import ChannelSource
 from xlpe.errors import ConfigError
 
 
@@ -64,3 +65,21 @@ def noisy_positions(lines: Iterable[Sequence[int]], ratio: float, seed: int = 0,
     rng = np.random.default_rng(seed)
     for p in lines:
         yield swap_noise(p, ratio, rng, unit)
+
+
+class NoisySource(ChannelSource):
+    """A channel source whose ``pos_XL`` lines get the noise attack (:func:`swap_noise`, one generator seeded by
+    ``seed``) at the granularity of the wrapped source (word or subword). Training data only: the trainer
+    wraps its training ``xl`` source with it; dev and test data stay clean."""
+
+    def __init__(self, source: ChannelSource, ratio: float, seed: int = 0, unit: str = "indices"):
+        swap_count(2, ratio, unit)            # validates ratio and unit before any work
+        self.source, self.ratio, self.unit = source, ratio, unit
+        self.level, self.description = source.level, source.description
+        self._rng = np.random.default_rng(seed)
+
+    def take(self, sentences, first_line: int = 1) -> list:
+        return [swap_noise(p, self.ratio, self._rng, self.unit) for p in self.source.take(sentences, first_line)]
+
+    def finish(self, lines: int) -> None:
+        self.source.finish(lines)

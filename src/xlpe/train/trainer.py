@@ -22,178 +22,36 @@ Outputs in ``out``: ``checkpoint_<step>.pt`` (the last ``keep_last``), ``checkpo
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import csv
 import dataclasses
 import json
 import logging
 import math
 import os
-import random
-import sys
 import time
-import typing
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
 from typing import Any, Mapping
 
-import numpy as np
 import torch
 
-from xlpe.data.batching import CHANNEL_FILES, ParallelData, TokenBatchSampler, collate, read_channel_file
+from xlpe.data.batching import ParallelData, TokenBatchSampler, collate
+from xlpe.data.channels import ChannelSource
 from xlpe.data.subword import PAD_ID, SubwordModel
 from xlpe.errors import ConfigError, XlpeError
-from xlpe.train.checkpoint import (checkpoint_path, get_rng_state, latest_checkpoint, list_checkpoints,
-                                   load_checkpoint, prune_checkpoints, save_checkpoint, set_rng_state, subword_entry)
+from xlpe.nn.checkpoint import checkpoint_path, load_checkpoint, prune_checkpoints, save_checkpoint, subword_entry
+from xlpe.nn.config import TransformerConfig
+from xlpe.nn.positions import aux_loss_weights
+from xlpe.nn.transformer import build_model, count_parameters
+from xlpe.runtime import (Distributed, MetricsLog, autocast_context, get_rng_state, init_distributed, progress_bar,
+                          resolve_device, resume_path, seed_all, set_rng_state, unwrap, write_run_info)
+from xlpe.sources import check_channels, open_sources
+from xlpe.train.config import RESUME_FIXED, DataConfig, TrainConfig
 from xlpe.train.losses import combine_losses, label_smoothed_nll
-from xlpe.train.schedule import KINDS as SCHEDULES, Schedule, build_scheduler
+from xlpe.train.schedule import build_scheduler
 
 log = logging.getLogger(__name__)
-
-
-def _opt(default: Any = dataclasses.MISSING, help: str = "", *, factory=None, choices=None, metavar=None):
-    meta = {"help": help, "choices": choices, "metavar": metavar}
-    if factory is not None:
-        return field(default_factory=factory, metadata=meta)
-    return field(default=default, metadata=meta)
-
-
-# ======================================================================================================
-# configuration
-# ======================================================================================================
-
-@dataclass
-class DataConfig:
-    """Where the data is. Paths are plain text, one pre-tokenised sentence a line (words split on ASCII space)."""
-
-    train_src: str = _opt("", "source side of the training bitext")
-    train_tgt: str = _opt("", "target side of the training bitext (line-aligned with --train-src)")
-    dev_src: str | None = _opt(None, "source side of the development set (validation loss / BLEU)")
-    dev_tgt: str | None = _opt(None, "target side of the development set (also the BLEU reference)")
-    subword_model: str | None = _opt(None, "joint sentencepiece model for both sides (from `xlpe subword train`)")
-    src_subword: str | None = _opt(None, "source-side sentencepiece model (separate vocabularies)")
-    tgt_subword: str | None = _opt(None, "target-side sentencepiece model (separate vocabularies)")
-    train_orders: str | None = _opt(None, "lader order lines for the training source (word level): "
-                                          "gives channel 'xl', pos_XL = inverse order (SPEC §4.1)")
-    dev_orders: str | None = _opt(None, "lader order lines for the dev source (channel 'xl')")
-    orders_level: str = _opt("word", "granularity of the order files: 'word' (expanded to subwords, each word's "
-                                     "pieces kept together) or 'subword' (one index per subword)",
-                             choices=("word", "subword"))
-    train_orders_noise: float = _opt(0.0, "noise attack (SPEC §4.8): swap this ratio of the training pos_XL "
-                                          "indices, in disjoint pairs; dev data stays clean")
-    noise_seed: int = _opt(0, "seed of the noise attack")
-    noise_unit: str = _opt("indices", "what the noise ratio counts: 'indices' (SPEC §4.8) or 'pairs' (§12.9)",
-                           choices=("indices", "pairs"))
-    train_dpe: str | None = _opt(None, "DPE targets for the training source, Pharaoh 'i-p' lines over subword "
-                                       "indices (channel 'dpe_target', SPEC §6.2)")
-    train_channels: dict[str, str] = _opt(help="extra per-word integer channel files for training, NAME=FILE "
-                                               "(one line of integers per sentence)", factory=dict, metavar="NAME=FILE")
-    dev_channels: dict[str, str] = _opt(help="extra per-word integer channel files for the dev set, NAME=FILE",
-                                        factory=dict, metavar="NAME=FILE")
-    skip_long: bool = _opt(False, "skip (and count) training pairs longer than the model's max_len, or with an "
-                                  "empty side, instead of stopping with an error")
-
-    def subword_paths(self) -> tuple[str, str | None]:
-        """``(source model, target model or None for joint)``."""
-        if self.subword_model and (self.src_subword or self.tgt_subword):
-            raise ConfigError("give either subword_model (joint) or src_subword + tgt_subword, not both")
-        if self.subword_model:
-            return self.subword_model, None
-        if self.src_subword and self.tgt_subword:
-            return self.src_subword, self.tgt_subword
-        raise ConfigError("no subword model: give subword_model (joint vocabulary) or src_subword and tgt_subword")
-
-
-#: weights of the auxiliary losses models may return (SPEC §10: DPE lambda 0.5)
-DEFAULT_AUX_WEIGHTS: dict[str, float] = {"loss_dpe": 0.5}
-
-
-@dataclass
-class TrainConfig:
-    """Every training option. Limits of 0 mean "no limit"; at least one of the ``max_*`` limits must be set."""
-
-    out: str = _opt("runs/nmt", "output directory: checkpoints, logs, run.json")
-    resume: str = _opt("auto", "'auto' = continue from the newest checkpoint in --out if there is one; 'none' = "
-                               "start fresh (refused when --out already holds checkpoints); or a checkpoint path")
-    seed: int = _opt(1, "random seed (model init, batch order, dropout)")
-    # optimisation
-    lr: float = _opt(5e-4, "peak learning rate (reached at the end of warm-up)")
-    betas: tuple[float, float] = _opt((0.9, 0.98), "Adam betas", metavar=("B1", "B2"))
-    adam_eps: float = _opt(1e-8, "Adam epsilon")
-    weight_decay: float = _opt(0.0, "Adam weight decay (L2, as torch.optim.Adam applies it)")
-    schedule: str = _opt("inverse_sqrt", "learning-rate schedule (see xlpe.train.schedule)", choices=SCHEDULES)
-    warmup: int = _opt(4000, "linear warm-up updates")
-    warmup_init_lr: float = _opt(1e-7, "learning rate of the first update (start of the warm-up)")
-    end_lr: float = _opt(0.0, "final learning rate of the 'linear' schedule (reached at max_updates)")
-    label_smoothing: float = _opt(0.1, "label smoothing epsilon")
-    clip_norm: float = _opt(0.0, "clip the gradient norm to this value (0 = no clipping)")
-    aux_weights: dict[str, float] = _opt(help="weight of each auxiliary loss the model returns, NAME=W; added to "
-                                              "the defaults (loss_dpe: DPE's lambda, SPEC §6.3; 0 switches one off)",
-                                         factory=lambda: dict(DEFAULT_AUX_WEIGHTS), metavar="NAME=W")
-    # batching
-    max_tokens: int = _opt(4096, "token budget of one batch, padding included (per process)")
-    max_sentences: int | None = _opt(None, "cap on sentences per batch")
-    batch_multiple: int = _opt(1, "round full batches down to a multiple of this many sentences, the rest going "
-                                  "to the next batch (fairseq's --required-batch-size-multiple, 8 there)")
-    update_freq: int = _opt(1, "accumulate gradients over this many batches per update")
-    bucket: bool = _opt(True, "batch sentences of similar length together")
-    # stopping
-    max_updates: int = _opt(0, "stop after this many updates (0 = no limit)")
-    max_epochs: int = _opt(0, "stop after this many passes over the training data (0 = no limit)")
-    max_time_minutes: float = _opt(0.0, "stop after this much training time, summed over resumptions (0 = no limit)")
-    patience: int = _opt(0, "early stopping: stop after this many validations without improvement (0 = off)")
-    # validation and checkpoints
-    validate_every: int = _opt(1000, "validate every N updates (and at the end; 0 = only at the end)")
-    dev_bleu: bool = _opt(False, "also compute dev BLEU (greedy decoding, sacrebleu) when validating")
-    best_metric: str = _opt("loss", "metric for checkpoint_best.pt and early stopping", choices=("loss", "bleu"))
-    save_every: int = _opt(1000, "write a checkpoint every N updates (and at the end; 0 = only at the end)")
-    keep_last: int = _opt(5, "keep the newest N step checkpoints (0 = keep all)")
-    # execution
-    amp: str = _opt("none", "autocast: bf16 (GPU or CPU) or fp16 (GPU, with loss scaling)",
-                    choices=("none", "bf16", "fp16"))
-    device: str = _opt("auto", "cpu, cuda, cuda:N, or auto (cuda when available)")
-    threads: int = _opt(0, "torch CPU threads per process (0 = torch's default)")
-    log_every: int = _opt(100, "write a training log row every N updates")
-    log_format: str = _opt("csv", "format of train_log / valid_log", choices=("csv", "jsonl"))
-    progress: bool = _opt(True, "show a progress bar (rank 0)")
-    cache_data: bool = _opt(True, "keep the encoded training data in OUT/cache/*.npz and reuse it while the "
-                                  "text, channel and subword files are unchanged")
-
-    def __post_init__(self):
-        self.betas = tuple(float(b) for b in self.betas)
-        self.aux_weights = {**DEFAULT_AUX_WEIGHTS, **{str(k): float(v) for k, v in dict(self.aux_weights).items()}}
-        bad = []
-        if len(self.betas) != 2:
-            bad.append("betas needs two values")
-        if self.update_freq < 1:
-            bad.append("update_freq must be >= 1")
-        if self.max_tokens < 1:
-            bad.append("max_tokens must be >= 1")
-        if not 0.0 <= self.label_smoothing < 1.0:
-            bad.append("label_smoothing must be in [0, 1)")
-        for name, choices in (("amp", ("none", "bf16", "fp16")), ("best_metric", ("loss", "bleu")),
-                              ("log_format", ("csv", "jsonl")), ("schedule", SCHEDULES)):
-            if getattr(self, name) not in choices:
-                bad.append(f"{name} must be one of {', '.join(choices)}, not {getattr(self, name)!r}")
-        if min(self.max_updates, self.max_epochs, self.patience, self.save_every, self.validate_every,
-               self.keep_last, self.threads) < 0 or self.max_time_minutes < 0:
-            bad.append("limits and intervals must be >= 0")
-        if self.log_every < 1:
-            bad.append("log_every must be >= 1")
-        if bad:
-            raise ConfigError("invalid TrainConfig: " + "; ".join(bad))
-
-    def schedule_obj(self) -> Schedule:
-        return Schedule(self.schedule, self.lr, self.warmup, self.warmup_init_lr,
-                        self.max_updates or None, self.end_lr)
-
-
-#: the fields whose change on resumption would change what the remaining run computes
-_RESUME_FIXED = ("seed", "lr", "betas", "adam_eps", "weight_decay", "schedule", "warmup", "warmup_init_lr",
-                 "label_smoothing", "clip_norm", "aux_weights", "max_tokens", "max_sentences", "update_freq",
-                 "bucket", "amp", "batch_multiple")
 
 
 @dataclass
@@ -214,109 +72,34 @@ class TrainResult:
 # pieces of the loop
 # ======================================================================================================
 
-@dataclass
-class _Dist:
-    rank: int = 0
-    world: int = 1
-    local_rank: int = 0
-    initialized_here: bool = False
+def _encode_corpus(src: str, tgt: str, src_sw: SubwordModel, tgt_sw: SubwordModel, specs: Mapping[str, str],
+                   max_len: int, skip_long: bool, cache_dir: Path | None, d: Distributed,
+                   wrap: Mapping[str, tuple[dict, Any]] | None = None) -> ParallelData:
+    """Encode a bitext with its channels (``name -> [KIND:]PATH``, :mod:`xlpe.sources`), through an ``.npz``
+    cache keyed by the inputs' paths, sizes, modification times, the subword models and the options; with DDP
+    rank 0 encodes and the others load. ``wrap`` maps a channel to ``(options, source -> source)``, e.g. the
+    noise attack on the training ``xl`` channel; the options enter the cache key."""
+    wrap = wrap or {}
 
-    @property
-    def is_main(self) -> bool:
-        return self.rank == 0
-
-    @property
-    def enabled(self) -> bool:
-        return self.world > 1
-
-
-def _init_distributed(device_opt: str) -> _Dist:
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world <= 1:
-        return _Dist()
-    import torch.distributed as dist
-    local = int(os.environ.get("LOCAL_RANK", "0"))
-    here = False
-    if not dist.is_initialized():
-        cuda = torch.cuda.is_available() and device_opt != "cpu"
-        if cuda:
-            torch.cuda.set_device(local)
-        dist.init_process_group("nccl" if cuda else "gloo")
-        here = True
-    return _Dist(dist.get_rank(), dist.get_world_size(), local, here)
-
-
-def _device(opt: str, d: _Dist) -> torch.device:
-    if opt == "auto":
-        opt = "cuda" if torch.cuda.is_available() else "cpu"
-    if opt == "cuda" and d.enabled:
-        return torch.device("cuda", d.local_rank)
-    dev = torch.device(opt)
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("device 'cuda' asked for but no GPU is available")
-    return dev
-
-
-def _autocast(amp: str, device: torch.device):
-    if amp == "none":
-        return contextlib.nullcontext
-    if amp == "fp16" and device.type != "cuda":
-        raise ConfigError("amp='fp16' needs a GPU; on CPU use amp='bf16'")
-    dtype = torch.bfloat16 if amp == "bf16" else torch.float16
-    return lambda: torch.autocast(device_type=device.type, dtype=dtype)
-
-
-def _seed_all(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
-
-
-def _channel_files(orders: str | None, dpe: str | None, extra: Mapping[str, str], orders_level: str = "word",
-                   noise: dict | None = None) -> dict[str, tuple]:
-    """channel name -> (file kind, path, read options)."""
-    files: dict[str, tuple] = {}
-    if orders:
-        files["xl"] = ("orders" if orders_level == "word" else "subword-orders", orders, noise or {})
-    if dpe:
-        files["dpe_target"] = ("dpe", dpe, {})
-    for name, path in extra.items():
-        if name in files:
-            raise ConfigError(f"channel {name!r} is given twice")
-        files[name] = ("ints", path, {})
-    return files
-
-
-def _check_channels(mcfg, files: Mapping[str, tuple], which: str) -> None:
-    """A :class:`ConfigError` before any work when the model reads a channel that the data does not give."""
-    from xlpe.nn.positions import required_channels
-
-    how = {"xl": "orders (lader order lines from `xlpe preorder apply`, or oracle orders from `xlpe orders`)",
-           "dpe_target": "dpe (DPE targets from `xlpe orders`)"}
-    for ch in sorted(required_channels(mcfg) - set(files)):
-        raise ConfigError(f"the model (pe={mcfg.pe}) reads position channel {ch!r}, but the {which} data has no "
-                          f"{which}_{how.get(ch, 'channels ' + ch + '=FILE')}")
-
-
-def _encode_corpus(src: str, tgt: str, src_sw: SubwordModel, tgt_sw: SubwordModel, channel_files: Mapping,
-                   max_len: int, skip_long: bool, cache_dir: Path | None, d: "_Dist") -> ParallelData:
-    """Encode a bitext (with its channel files), through an ``.npz`` cache keyed by the inputs' paths, sizes,
-    modification times, the subword models and the options; with DDP rank 0 encodes and the others load."""
     def build() -> ParallelData:
-        ch = {k: read_channel_file(kind, path, **opts) for k, (kind, path, opts) in channel_files.items()}
-        lv = {k: CHANNEL_FILES[kind][1] for k, (kind, _, _) in channel_files.items()}
+        sources: dict[str, ChannelSource] = open_sources(specs)
+        for k, (_, fn) in wrap.items():
+            sources[k] = fn(sources[k])
         return ParallelData.from_files(src, tgt, src_sw, tgt_sw, max_src_len=max_len, max_tgt_len=max_len,
-                                       skip_long=skip_long, channels=ch, channel_level=lv)
+                                       skip_long=skip_long, channels=sources)
     if cache_dir is None:
         return build()
     import hashlib
 
     def stat(p):
-        st = os.stat(p)
-        return [os.path.abspath(p), st.st_size, st.st_mtime_ns]
-    key = {"v": 2, "src": stat(src), "tgt": stat(tgt), "max_len": max_len, "skip_long": skip_long,
+        p = Path(p)
+        files = sorted(p.rglob("*")) if p.is_dir() else [p]
+        return [[os.path.abspath(f), f.stat().st_size, f.stat().st_mtime_ns] for f in files if f.is_file()]
+    from xlpe.sources import split_spec
+    key = {"v": 3, "src": stat(src), "tgt": stat(tgt), "max_len": max_len, "skip_long": skip_long,
            "sw": [hashlib.sha256(src_sw.proto).hexdigest(), hashlib.sha256(tgt_sw.proto).hexdigest()],
-           "channels": {k: [kind, *stat(path), opts] for k, (kind, path, opts) in sorted(channel_files.items())}}
+           "channels": {k: [split_spec(k, v)[0], stat(split_spec(k, v)[1]), wrap.get(k, ({},))[0]]
+                        for k, v in sorted(specs.items())}}
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
     path = cache_dir / f"{Path(src).name}-{digest}.npz"
     data = None
@@ -330,60 +113,10 @@ def _encode_corpus(src: str, tgt: str, src_sw: SubwordModel, tgt_sw: SubwordMode
             data = build()
             cache_dir.mkdir(parents=True, exist_ok=True)
             data.save(path)
-    if d.enabled:
-        import torch.distributed as dist
-        dist.barrier()
-        if data is None:
-            data = ParallelData.load(path)
+    d.barrier()
+    if data is None:
+        data = ParallelData.load(path)
     return data
-
-
-class _MetricsLog:
-    """Append-only CSV / JSON-lines log. On resumption, rows after the resumed step are dropped first."""
-
-    def __init__(self, path: Path, fmt: str, resume_step: int | None):
-        self.path, self.fmt = path, fmt
-        self.header: list[str] | None = None
-        if resume_step is None:
-            path.unlink(missing_ok=True)
-        elif path.exists():
-            rows = self._read()
-            kept = [r for r in rows if int(float(r.get("step", 0))) <= resume_step]
-            self._rewrite(kept, self.header)
-
-    def _read(self) -> list[dict]:
-        with open(self.path, encoding="utf-8", newline="") as f:
-            if self.fmt == "jsonl":
-                return [json.loads(l) for l in f if l.strip()]
-            r = csv.DictReader(f)
-            self.header = list(r.fieldnames or [])
-            return list(r)
-
-    def _rewrite(self, rows: list[dict], header: list[str] | None) -> None:
-        from xlpe.io.atomic import atomic_write
-        with atomic_write(self.path) as f:
-            if self.fmt == "jsonl":
-                for r in rows:
-                    f.write(json.dumps(r) + "\n")
-            elif header:
-                w = csv.DictWriter(f, header, restval="")
-                w.writeheader()
-                w.writerows(rows)
-
-    def write(self, row: dict) -> None:
-        row = {k: (round(v, 6) if isinstance(v, float) else v) for k, v in row.items()}
-        if self.fmt == "jsonl":
-            with open(self.path, "a", encoding="utf-8") as f:
-                f.write(json.dumps(row) + "\n")
-            return
-        if self.header is None and self.path.exists() and self.path.stat().st_size:
-            self._read()
-        if self.header is None or set(row) - set(self.header):
-            old = self._read() if self.path.exists() and self.path.stat().st_size else []
-            self.header = (self.header or []) + [k for k in row if k not in (self.header or [])]
-            self._rewrite(old, self.header)
-        with open(self.path, "a", encoding="utf-8", newline="") as f:
-            csv.DictWriter(f, self.header, restval="").writerow(row)
 
 
 @torch.no_grad()
@@ -405,10 +138,6 @@ def evaluate_loss(model: torch.nn.Module, data: ParallelData, *, max_tokens: int
     return {"valid_loss": loss / ntok, "valid_nll": nll / ntok, "valid_ppl": math.exp(min(nll / ntok, 50.0))}
 
 
-def _unwrap(model: torch.nn.Module) -> torch.nn.Module:
-    return model.module if hasattr(model, "module") else model
-
-
 # ======================================================================================================
 # the loop
 # ======================================================================================================
@@ -422,21 +151,19 @@ def train(model_cfg, train_cfg: TrainConfig, data: DataConfig) -> TrainResult:
         train_cfg: the training options.
         data: the data files.
     """
-    from xlpe.nn.transformer import TransformerConfig, build_model, count_parameters
-
     cfg = train_cfg
-    dist_ = _init_distributed(cfg.device)
+    dist_ = init_distributed(cfg.device)
     try:
-        device = _device(cfg.device, dist_)
+        device = resolve_device(cfg.device, dist_)
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
-        autocast = _autocast(cfg.amp, device)
+        autocast = autocast_context(cfg.amp, device)
         out = Path(cfg.out)
         if dist_.is_main:
             out.mkdir(parents=True, exist_ok=True)
 
         # -- where do we start? ---------------------------------------------------------------------
-        resume_from = _resume_path(cfg.resume, out)
+        resume_from = resume_path(cfg.resume, out)
         ck = load_checkpoint(resume_from) if resume_from is not None else None
 
         # -- subwords, model config, data -------------------------------------------------------------
@@ -451,21 +178,28 @@ def train(model_cfg, train_cfg: TrainConfig, data: DataConfig) -> TrainResult:
         if not data.train_src or not data.train_tgt:
             raise ConfigError("train_src and train_tgt are required")
         cache = out / "cache" if cfg.cache_data else None
-        noise = ({"noise": data.train_orders_noise, "noise_seed": data.noise_seed, "noise_unit": data.noise_unit}
-                 if data.train_orders_noise else None)
-        train_files = _channel_files(data.train_orders, data.train_dpe, data.train_channels, data.orders_level, noise)
-        _check_channels(mcfg, train_files, "train")
-        dev_files = None
+        aux_weights = aux_loss_weights(mcfg, cfg.aux_weights)
+        train_specs = data.channel_specs("train")
+        check_channels(mcfg, train_specs, "training", training=True)
+        noise = None
+        if data.train_orders_noise:
+            if "xl" not in train_specs:
+                raise ConfigError("train_orders_noise perturbs channel 'xl', but the training data has none")
+            from xlpe.reorder.noise import NoisySource
+            opts = {"noise": data.train_orders_noise, "seed": data.noise_seed, "unit": data.noise_unit}
+            noise = {"xl": (opts, lambda s: NoisySource(s, data.train_orders_noise, data.noise_seed,
+                                                        data.noise_unit))}
+        dev_specs = None
         if data.dev_src or data.dev_tgt:
             if not (data.dev_src and data.dev_tgt):
                 raise ConfigError("give both dev_src and dev_tgt")
-            dev_files = _channel_files(data.dev_orders, None, data.dev_channels, data.orders_level)
-            _check_channels(mcfg, dev_files, "dev")
-        train_data = _encode_corpus(data.train_src, data.train_tgt, src_sw, tgt_sw, train_files,
-                                    mcfg.max_len, data.skip_long, cache, dist_)
+            dev_specs = data.channel_specs("dev")
+            check_channels(mcfg, dev_specs, "dev", training=False)
+        train_data = _encode_corpus(data.train_src, data.train_tgt, src_sw, tgt_sw, train_specs,
+                                    mcfg.max_len, data.skip_long, cache, dist_, noise)
         dev_data = dev_refs = None
-        if dev_files is not None:
-            dev_data = _encode_corpus(data.dev_src, data.dev_tgt, src_sw, tgt_sw, dev_files,
+        if dev_specs is not None:
+            dev_data = _encode_corpus(data.dev_src, data.dev_tgt, src_sw, tgt_sw, dev_specs,
                                       mcfg.max_len, False, None, dist_)
             if cfg.dev_bleu:
                 from xlpe.io.text import read_lines
@@ -476,7 +210,7 @@ def train(model_cfg, train_cfg: TrainConfig, data: DataConfig) -> TrainResult:
             raise ConfigError("no stopping rule: set max_updates, max_epochs, max_time_minutes or patience (with a dev set)")
 
         # -- model, optimizer, schedule, batches ------------------------------------------------------
-        _seed_all(cfg.seed)
+        seed_all(cfg.seed)
         model = build_model(mcfg).to(device)
         optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr, betas=cfg.betas, eps=cfg.adam_eps,
                                      weight_decay=cfg.weight_decay)
@@ -504,20 +238,20 @@ def train(model_cfg, train_cfg: TrainConfig, data: DataConfig) -> TrainResult:
                 log.info("resumed from %s at update %d (epoch %d, batch %d)", resume_from, step, sampler.epoch,
                          sampler.position)
         elif dist_.rank:
-            _seed_all(cfg.seed + dist_.rank)    # other dropout masks on other ranks
+            seed_all(cfg.seed + dist_.rank)    # other dropout masks on other ranks
         if dist_.enabled:
             from torch.nn.parallel import DistributedDataParallel
             model = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
-        net = _unwrap(model)
+        net = unwrap(model)
 
         if dist_.is_main:
             log.info("model: %s parameters; %d training pairs (%d skipped), %d batches per epoch per process",
                      f"{count_parameters(net):,}", len(train_data), train_data.skipped, len(sampler))
-            _write_run_info(out, mcfg, cfg, data)
+            write_run_info(out, data=dataclasses.asdict(data), model=mcfg.to_dict(), train=dataclasses.asdict(cfg))
         resumed_step = step if ck is not None else None
         suffix = ".csv" if cfg.log_format == "csv" else ".jsonl"
-        train_log = _MetricsLog(out / f"train_log{suffix}", cfg.log_format, resumed_step) if dist_.is_main else None
-        valid_log = _MetricsLog(out / f"valid_log{suffix}", cfg.log_format, resumed_step) if dist_.is_main else None
+        train_log = MetricsLog(out / f"train_log{suffix}", cfg.log_format, resumed_step) if dist_.is_main else None
+        valid_log = MetricsLog(out / f"valid_log{suffix}", cfg.log_format, resumed_step) if dist_.is_main else None
         del ck
 
         def state_dict() -> dict:
@@ -566,7 +300,7 @@ def train(model_cfg, train_cfg: TrainConfig, data: DataConfig) -> TrainResult:
         t0 = time.monotonic()
         valid_step = None
         model.train()
-        bar = _progress(cfg, dist_, step)
+        bar = progress_bar(cfg.progress and dist_.is_main, cfg.max_updates, step)
         interval = _Interval()
         stop_reason, last_saved = None, None
         batches = iter(sampler)
@@ -586,7 +320,7 @@ def train(model_cfg, train_cfg: TrainConfig, data: DataConfig) -> TrainResult:
             # one update: forward/backward over the group, then clip, step, schedule
             micro = [collate([train_data[i] for i in idx]).to(device, non_blocking=True) for idx in group]
             ntok = sum(b.ntokens for b in micro)
-            total_tokens = _all_sum(ntok, dist_) if dist_.enabled else ntok
+            total_tokens = dist_.all_sum(ntok)
             scale = dist_.world / total_tokens
             optimizer.zero_grad(set_to_none=True)
             for k, b in enumerate(micro):
@@ -599,7 +333,7 @@ def train(model_cfg, train_cfg: TrainConfig, data: DataConfig) -> TrainResult:
                                                            overwrite_logits=True)
                     del logits          # now the loss's softmax buffer: nothing else may read it
                     obj, parts = combine_losses(loss_sum, {n: v * b.ntokens for n, v in aux.items()
-                                                           if torch.is_tensor(v) and v.dim() == 0}, cfg.aux_weights)
+                                                           if torch.is_tensor(v) and v.dim() == 0}, aux_weights)
                     obj = obj * scale
                     (scaler.scale(obj) if scaler is not None else obj).backward()
                 interval.add(loss_sum.item(), nll_sum.item(), b.ntokens, len(b), {n: p.item() for n, p in parts.items()})
@@ -623,7 +357,7 @@ def train(model_cfg, train_cfg: TrainConfig, data: DataConfig) -> TrainResult:
             wall = wall_before + (time.monotonic() - t0)
             if step % cfg.log_every == 0:
                 log_row()
-            if cfg.max_time_minutes and _decide(wall >= cfg.max_time_minutes * 60, dist_):
+            if cfg.max_time_minutes and dist_.decide(wall >= cfg.max_time_minutes * 60):
                 stop_reason = "max_time"
             if dev_data is not None and cfg.validate_every and step % cfg.validate_every == 0:
                 improved = validate()
@@ -648,15 +382,11 @@ def train(model_cfg, train_cfg: TrainConfig, data: DataConfig) -> TrainResult:
         if dist_.is_main:
             log.info("stopped after update %d (%s)%s", step, stop_reason,
                      "" if best is None else f"; best {cfg.best_metric} {best:.4f}")
-        if dist_.enabled:
-            import torch.distributed as dist
-            dist.barrier()                      # the last checkpoint is on disk before any rank returns
+        dist_.barrier()                         # the last checkpoint is on disk before any rank returns
         return TrainResult(step, sampler.epoch, stop_reason or "", best, checkpoint_path(out, step), out, net, mcfg,
                            last_valid)
     finally:
-        if dist_.initialized_here:
-            import torch.distributed as dist
-            dist.destroy_process_group()
+        dist_.close()
 
 
 class _Interval:
@@ -683,7 +413,7 @@ class _Interval:
         for k, v in aux.items():
             self.aux[k] = self.aux.get(k, 0.0) + v
 
-    def flush(self, d: _Dist) -> dict:
+    def flush(self, d: Distributed) -> dict:
         keys = sorted(self.aux)
         vals = [self.loss, self.nll, float(self.ntok), float(self.nsent)] + [self.aux[k] for k in keys]
         if d.enabled:
@@ -701,24 +431,7 @@ class _Interval:
         return row
 
 
-def _all_sum(x: int, d: _Dist) -> int:
-    import torch.distributed as dist
-    t = torch.tensor([x], dtype=torch.int64)
-    dist.all_reduce(t)
-    return int(t.item())
-
-
-def _decide(flag: bool, d: _Dist) -> bool:
-    """Rank 0's decision, shared with every rank."""
-    if not d.enabled:
-        return flag
-    import torch.distributed as dist
-    obj = [flag]
-    dist.broadcast_object_list(obj, src=0)
-    return bool(obj[0])
-
-
-def _validate(net, dev_data, dev_refs, tgt_sw, cfg: TrainConfig, device, autocast, d: _Dist, best, bad_vals):
+def _validate(net, dev_data, dev_refs, tgt_sw, cfg: TrainConfig, device, autocast, d: Distributed, best, bad_vals):
     """Validation on rank 0, its outcome shared with all ranks: ``(metrics, improved, bad_vals, best)``."""
     out = None
     if d.is_main:
@@ -732,36 +445,7 @@ def _validate(net, dev_data, dev_refs, tgt_sw, cfg: TrainConfig, device, autocas
         value = metrics["valid_bleu"] if cfg.best_metric == "bleu" else metrics["valid_loss"]
         improved = best is None or (value > best if cfg.best_metric == "bleu" else value < best)
         out = (metrics, improved, 0 if improved else bad_vals + 1, value if improved else best)
-    if d.enabled:
-        import torch.distributed as dist
-        obj = [out]
-        dist.broadcast_object_list(obj, src=0)
-        out = obj[0]
-    return out
-
-
-def _progress(cfg: TrainConfig, d: _Dist, step: int):
-    if not (cfg.progress and d.is_main):
-        return None
-    from tqdm.auto import tqdm
-    return tqdm(total=cfg.max_updates or None, initial=step, unit="upd", dynamic_ncols=True, desc="train")
-
-
-def _resume_path(resume: str, out: Path) -> Path | None:
-    if resume in ("none", "", None):
-        if list_checkpoints(out):
-            raise ConfigError(f"{out} already holds checkpoints of a run: continue it with resume='auto' "
-                              "(--resume auto) or choose another output directory")
-        return None
-    if resume == "auto":
-        p = latest_checkpoint(out)
-        if p is None and list_checkpoints(out):
-            raise XlpeError(f"{out}: no checkpoint there can be read (all are damaged); cannot resume")
-        return p
-    p = Path(resume)
-    if not p.is_file():
-        raise ConfigError(f"resume checkpoint {resume} not found")
-    return p
+    return d.broadcast(out)
 
 
 def _check_resume_compatible(ck: Mapping, mcfg, cfg: TrainConfig, path: Path) -> None:
@@ -771,7 +455,7 @@ def _check_resume_compatible(ck: Mapping, mcfg, cfg: TrainConfig, path: Path) ->
         raise ConfigError(f"cannot resume from {path}: the model config differs in {', '.join(diff)} "
                           f"(checkpoint: {', '.join(f'{k}={old_m.get(k)!r}' for k in diff)})")
     old_t = ck.get("train_config") or {}
-    changed = [k for k in _RESUME_FIXED if k in old_t and _norm(old_t[k]) != _norm(getattr(cfg, k))]
+    changed = [k for k in RESUME_FIXED if k in old_t and _norm(old_t[k]) != _norm(getattr(cfg, k))]
     if changed:
         log.warning("resuming %s with changed %s: the run is no longer an exact continuation", path,
                     ", ".join(f"{k} ({old_t[k]!r} -> {getattr(cfg, k)!r})" for k in changed))
@@ -779,190 +463,3 @@ def _check_resume_compatible(ck: Mapping, mcfg, cfg: TrainConfig, path: Path) ->
 
 def _norm(v):
     return list(v) if isinstance(v, tuple) else v
-
-
-def _write_run_info(out: Path, mcfg, cfg: TrainConfig, data: DataConfig) -> None:
-    import platform
-    import xlpe
-    versions = {"xlpe": xlpe.__version__, "python": platform.python_version(), "torch": torch.__version__,
-                "numpy": np.__version__}
-    for mod in ("sentencepiece", "sacrebleu"):
-        with contextlib.suppress(Exception):
-            versions[mod] = __import__(mod).__version__
-    info = {"command": sys.argv, "data": dataclasses.asdict(data), "model": mcfg.to_dict(),
-            "train": dataclasses.asdict(cfg), "versions": versions, "time": time.strftime("%Y-%m-%d %H:%M:%S")}
-    from xlpe.io.atomic import atomic_write
-    runs = out / "run.json"
-    history = []
-    if runs.exists():
-        with contextlib.suppress(Exception):
-            old = json.loads(runs.read_text(encoding="utf-8"))
-            history = old if isinstance(old, list) else [old]
-    with atomic_write(runs) as f:
-        json.dump(history + [info], f, indent=1, default=str)
-
-
-# ======================================================================================================
-# command line: `xlpe train`
-# ======================================================================================================
-
-_MODEL_HELP = {
-    "d_model": "model width", "n_heads": "attention heads", "d_ff": "feed-forward inner width",
-    "enc_layers": "encoder layers", "dec_layers": "decoder layers", "dropout": "dropout rate",
-    "attn_dropout": "dropout on attention weights", "activation_dropout": "dropout inside the feed-forward block",
-    "activation": "feed-forward activation (relu | gelu)", "pre_norm": "pre-LayerNorm instead of post-LN",
-    "init": "initialisation of attention/FFN weights (xavier | fairseq)",
-    "share_embeddings": "one embedding table for source and target (needs a joint vocabulary)",
-    "tie_output": "tie the decoder output projection to its input embedding",
-    "max_len": "longest sequence (subwords incl. EOS) the model accepts",
-    "pe": "source position encodings, e.g. --pe ape rpe (see xlpe.nn.positions)",
-    "pe_options": "options of the position-encoding plugins, KEY=VALUE (VALUE parsed as TOML)",
-    "rpe_k": "Shaw relative-position clipping distance k", "encoder_free": "encoder-free (context-free) model",
-    "sinusoid_layout": "sinusoid layout (interleave | concat)", "sinusoid_freq": "sinusoid frequencies (paper | t2t)",
-    "sinusoid_base": "sinusoid base (10000)",
-}
-_MODEL_SKIP = {"src_vocab_size", "tgt_vocab_size", "pad_id", "unk_id", "bos_id", "eos_id"}   # set from subwords
-
-
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
-
-
-def _kv_type(value_type):
-    def parse(text: str):
-        if "=" not in text:
-            raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
-        k, v = text.split("=", 1)
-        return k.strip(), value_type(v)
-    return parse
-
-
-def _toml_value(text: str):
-    import tomllib
-    try:
-        return tomllib.loads(f"v = {text}")["v"]
-    except Exception:
-        return text
-
-
-def _add_fields(group, cls, *, dest_prefix: str, skip=(), help_table=None, show_default: bool = True) -> None:
-    hints = typing.get_type_hints(cls)
-    for f in dataclasses.fields(cls):
-        if f.name in skip:
-            continue
-        tp = hints[f.name]
-        meta = f.metadata or {}
-        help_ = (help_table or {}).get(f.name) or meta.get("help") or f"{cls.__name__}.{f.name}"
-        default = (f.default if f.default is not dataclasses.MISSING
-                   else (f.default_factory() if f.default_factory is not dataclasses.MISSING else None))
-        kw: dict[str, Any] = {"dest": dest_prefix + f.name, "default": argparse.SUPPRESS}
-        origin, args = typing.get_origin(tp), typing.get_args(tp)
-        if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)) and type(None) in args:
-            tp = next(a for a in args if a is not type(None))
-            origin, args = typing.get_origin(tp), typing.get_args(tp)
-        if tp is bool:
-            kw["action"] = argparse.BooleanOptionalAction
-        elif origin is tuple:
-            kw.update(nargs=len(args), type=args[0])
-        elif origin is list:
-            kw.update(nargs="+", type=args[0] if args else str)
-        elif origin is dict:
-            vt = args[1] if args else str
-            kw.update(action="append", type=_kv_type(_toml_value if vt is typing.Any else vt))
-        else:
-            kw["type"] = tp
-        if meta.get("choices"):
-            kw["choices"] = meta["choices"]
-        if meta.get("metavar"):
-            kw["metavar"] = meta["metavar"]
-        elif origin is dict:
-            kw["metavar"] = "KEY=VALUE"
-        elif tp is not bool and "choices" not in kw:
-            kw["metavar"] = f.name.upper()
-        shown = f" (default: {default})" if show_default and default not in (None, "", {}, []) else \
-            ("" if show_default else " (default: from the preset)")
-        flag = _flag(f.name)
-        if origin is dict:             # repeatable NAME=VALUE options read best in the singular
-            flag = flag[:-1] if flag.endswith("s") else flag
-            help_ += " (repeatable)"
-        group.add_argument(flag, help=help_ + shown, **kw)
-
-
-def add_cli_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of ``xlpe train``: data, model (a preset plus overrides), training, and ``--config``."""
-    from xlpe.nn.transformer import PRESETS, TransformerConfig
-
-    parser.add_argument("--config", help="TOML file with tables [data], [model] (preset + TransformerConfig fields) "
-                                         "and [train]; its keys mirror the options here; command-line options win")
-    _add_fields(parser.add_argument_group("data"), DataConfig, dest_prefix="data.")
-    g = parser.add_argument_group("model (a preset, then TransformerConfig overrides)")
-    g.add_argument("--preset", dest="model.preset", default=argparse.SUPPRESS, choices=list(PRESETS),
-                   help="model size preset (default: small)")
-    _add_fields(g, TransformerConfig, dest_prefix="model.", skip=_MODEL_SKIP, help_table=_MODEL_HELP,
-                show_default=False)
-    _add_fields(parser.add_argument_group("training"), TrainConfig, dest_prefix="train.")
-
-
-_SECTIONS = ("data", "model", "train")
-
-
-def configs_from_args(args: argparse.Namespace) -> tuple[Any, TrainConfig, DataConfig]:
-    """Merge defaults < ``--config`` TOML < command line into ``(TransformerConfig, TrainConfig, DataConfig)``."""
-    from xlpe.nn.transformer import TransformerConfig
-
-    merged: dict[str, dict[str, Any]] = {s: {} for s in _SECTIONS}
-    if getattr(args, "config", None):
-        merged = _read_toml(args.config)
-    for key, value in vars(args).items():
-        if "." not in key:
-            continue
-        section, name = key.split(".", 1)
-        if isinstance(value, list) and value and isinstance(value[0], tuple):   # NAME=VALUE options
-            value = {**merged[section].get(name, {}), **dict(value)}
-        merged[section][name] = value
-    model = dict(merged["model"])
-    preset = model.pop("preset", "small")
-    bad = sorted(set(model) & _MODEL_SKIP)
-    if bad:
-        raise ConfigError(f"model keys {bad} are set from the subword models and cannot be given")
-    mcfg = TransformerConfig.from_preset(preset, **model)
-    try:
-        tcfg = TrainConfig(**merged["train"])
-        dcfg = DataConfig(**merged["data"])
-    except TypeError as e:
-        raise ConfigError(f"configuration: {e}") from None
-    return mcfg, tcfg, dcfg
-
-
-def _read_toml(path: str) -> dict[str, dict[str, Any]]:
-    import tomllib
-    try:
-        with open(path, "rb") as f:
-            doc = tomllib.load(f)
-    except FileNotFoundError:
-        raise ConfigError(f"config file {path} not found") from None
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{path}: invalid TOML ({e})") from None
-    unknown = sorted(set(doc) - set(_SECTIONS))
-    if unknown:
-        raise ConfigError(f"{path}: unknown table(s) {unknown}; expected {list(_SECTIONS)}")
-    valid = {"data": {f.name for f in dataclasses.fields(DataConfig)},
-             "train": {f.name for f in dataclasses.fields(TrainConfig)}}
-    for s, names in valid.items():
-        extra = sorted(set(doc.get(s, {})) - names)
-        if extra:
-            raise ConfigError(f"{path}: unknown key(s) {extra} in [{s}]; valid: {', '.join(sorted(names))}")
-    return {s: dict(doc.get(s, {})) for s in _SECTIONS}
-
-
-def cli_main(args: argparse.Namespace) -> int:
-    mcfg, tcfg, dcfg = configs_from_args(args)
-    result = train(mcfg, tcfg, dcfg)
-    if result.last_checkpoint is not None and (not dist_rank()):
-        print(json.dumps({"step": result.step, "epoch": result.epoch, "stop_reason": result.stop_reason,
-                          "best": result.best, "checkpoint": str(result.last_checkpoint), **result.valid}))
-    return 0
-
-
-def dist_rank() -> int:
-    return int(os.environ.get("RANK", "0"))

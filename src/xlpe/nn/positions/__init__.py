@@ -2,17 +2,25 @@
 
 To add an encoding: write ``xlpe/nn/positions/<name>.py`` with a :class:`PositionEncoding` subclass that
 overrides the hooks it needs (input term, per-head input, relative terms; aux losses via ``ctx.aux``), import
-it here and add one line to :data:`ENCODINGS`. ``TransformerConfig.pe`` then accepts the name.
+it here and add one line to :data:`ENCODINGS`. ``TransformerConfig.pe`` then accepts the name. The helpers that
+read the mapping (build, check, the channels and auxiliary losses of a config) live beside it, here.
 """
 
 from xlpe.nn.positions.ape import SinusoidalPositionEncoding
-from xlpe.nn.positions.base import (EncodingContext, HeadInput, NoPositionEncoding, PositionEncoding, RelativeTerms,
-                                    build_encodings, check_encodings, required_channels)
+from typing import TYPE_CHECKING, Mapping
+
+from torch import nn
+
+from xlpe.errors import ConfigError
+from xlpe.nn.positions.base import EncodingContext, HeadInput, NoPositionEncoding, PositionEncoding, RelativeTerms
 from xlpe.nn.positions.learned import LearnedPositionEncoding
 from xlpe.nn.positions.rpe import ShawRelativePositionEncoding, relative_index
 from xlpe.nn.positions.sinusoid import sinusoid
 from xlpe.nn.positions.xl import (CombinationPositionEncoding, HeadXLPositionEncoding, InXLPositionEncoding,
                                   XLPositionEncoding)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from xlpe.nn.config import TransformerConfig
 
 #: The one name -> class mapping (no decorators, no registry): ``cfg.pe`` names index it.
 ENCODINGS: dict[str, type[PositionEncoding]] = {
@@ -26,8 +34,71 @@ ENCODINGS: dict[str, type[PositionEncoding]] = {
     "combination": CombinationPositionEncoding,
 }
 
+def build_encodings(cfg: "TransformerConfig") -> nn.ModuleList:
+    """Build the source position encodings named in ``cfg.pe``, in order (after :func:`check_encodings`)."""
+    check_encodings(cfg)
+    return nn.ModuleList(ENCODINGS[n](cfg) for n in cfg.pe if n != "none")
+
+
+def required_inputs(cfg: "TransformerConfig") -> set[str]:
+    """The channels the encodings of ``cfg`` read in training and at inference (``seq`` excepted: it
+    defaults to ``0..T-1``)."""
+    return {ch for n in cfg.pe for ch in ENCODINGS[n].inputs}
+
+
+def required_targets(cfg: "TransformerConfig") -> set[str]:
+    """The channels the encodings of ``cfg`` read only in training (supervision targets)."""
+    return {ch for n in cfg.pe for ch in ENCODINGS[n].targets}
+
+
+def aux_loss_weights(cfg: "TransformerConfig", overrides: Mapping[str, float] | None = None) -> dict[str, float]:
+    """The weight of every auxiliary loss the encodings of ``cfg`` declare, ``overrides`` applied; an
+    override of a loss that no selected encoding returns is a :class:`ConfigError` (never silently unused)."""
+    weights = {k: float(w) for n in cfg.pe for k, w in ENCODINGS[n].aux_losses.items()}
+    unknown = sorted(set(overrides or {}) - set(weights))
+    if unknown:
+        raise ConfigError(f"aux_weights {unknown}: no encoding of pe={list(cfg.pe)} returns such a loss; "
+                          f"they return: {sorted(weights) or 'none'}")
+    return {**weights, **{k: float(v) for k, v in (overrides or {}).items()}}
+
+
+def check_encodings(cfg: "TransformerConfig") -> None:
+    """Raise :class:`ConfigError` for what cannot work in ``cfg.pe`` / ``cfg.pe_options``.
+
+    That is: unknown names (the message lists the valid ones), duplicates, ``none`` combined with others,
+    ``pe_options`` that no selected encoding reads, each encoding's own :meth:`PositionEncoding.check`, and
+    relative terms on an encoder-free model (SPEC §4.7).
+    """
+    names = cfg.pe
+    if isinstance(names, str) or not isinstance(names, (list, tuple)):
+        raise ConfigError(f"pe must be a list of encoding names, got {names!r}")
+    for n in names:
+        if n not in ENCODINGS:
+            raise ConfigError(f"unknown position encoding {n!r}; valid names: {', '.join(ENCODINGS)}")
+        if ENCODINGS[n].name != n:
+            raise ConfigError(f"ENCODINGS maps {n!r} to {ENCODINGS[n].__name__}, whose name is {ENCODINGS[n].name!r}")
+    if len(set(names)) != len(names):
+        raise ConfigError(f"a position encoding is listed twice in pe={list(names)}")
+    if "none" in names and len(names) > 1:
+        raise ConfigError(f"'none' cannot be combined with other position encodings: pe={list(names)}")
+    classes = [ENCODINGS[n] for n in names]
+    declared = {k for c in classes for k in c.options}
+    unknown = sorted(set(cfg.pe_options) - declared)
+    if unknown:
+        raise ConfigError(f"pe_options {unknown} are not read by any of the encodings pe={list(names)}; "
+                          f"they read: {sorted(declared) or 'nothing'}")
+    for c in classes:
+        c.check(cfg)
+    if cfg.encoder_free:
+        for c in classes:
+            if c.needs_encoder_layers():
+                raise ConfigError(f"position encoding {c.name!r} is not defined for encoder-free models: it acts "
+                                  "inside encoder self-attention, which an encoder-free model does not have "
+                                  "(SPEC §4.7)")
+
+
 __all__ = [
     "ENCODINGS", "EncodingContext", "HeadInput", "LearnedPositionEncoding", "NoPositionEncoding", "PositionEncoding",
     "RelativeTerms", "ShawRelativePositionEncoding", "SinusoidalPositionEncoding", "build_encodings",
-    "check_encodings", "relative_index", "required_channels", "sinusoid",
+    "aux_loss_weights", "check_encodings", "relative_index", "required_inputs", "required_targets", "sinusoid",
 ]

@@ -16,7 +16,8 @@ DESIGN.md "position channels": a batch carries integer *channels* (``seq``, ``xl
     that dict and the training loop adds what it finds there.
 
 Each hook receives an :class:`EncodingContext`. New encodings are new files in this folder plus one line in the
-name -> class mapping ``ENCODINGS`` of ``xlpe/nn/positions/__init__.py``; the Transformer never changes.
+name -> class mapping ``ENCODINGS`` of ``xlpe/nn/positions/__init__.py``; the Transformer never changes. The
+channels an encoding reads are declared as ``inputs`` (needed at inference too) or ``targets`` (training only).
 """
 
 from __future__ import annotations
@@ -30,10 +31,8 @@ from torch import Tensor, nn
 from xlpe.errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from xlpe.nn.transformer import TransformerConfig
+    from xlpe.nn.config import TransformerConfig
 
-CHANNEL_SHAPES = {"seq": "(B, T)", "xl": "(B, T)", "depth": "(B, T)", "tree_rel": "(B, T, T)",
-                  "dpe_target": "(B, T)"}
 
 
 @dataclass
@@ -63,13 +62,13 @@ class EncodingContext:
         if name not in self.channels:
             if name == "seq":
                 return self.seq()
-            raise ConfigError(f"{who} needs position channel {name!r} {CHANNEL_SHAPES.get(name, '')} in the batch; "
+            raise ConfigError(f"{who} needs position channel {name!r} in the batch; "
                               f"the batch has: {sorted(self.channels) or 'none'}")
         value = self.channels[name]
         B, T = self.tokens.shape
         if tuple(value.shape[:2]) != (B, T) or (value.dim() == 3 and value.shape[2] != T):
             raise ConfigError(f"position channel {name!r} has shape {tuple(value.shape)}, "
-                              f"expected {CHANNEL_SHAPES.get(name, '(B, T, ...)')} with B={B}, T={T}")
+                              f"expected (B, T) or (B, T, T) with B={B}, T={T}")
         return value
 
     def seq(self) -> Tensor:
@@ -117,14 +116,21 @@ class PositionEncoding(nn.Module):
         options: plugin options read from ``cfg.pe_options`` with their defaults; an option that no selected
             encoding declares is a :class:`ConfigError`, never silently ignored.
         after_dropout: add the input term after the input dropout instead of before it.
-        channels: the batch channels the encoding needs (besides ``seq``, which defaults to ``0..T-1``); the
-            trainer and ``xlpe translate`` check that their data provides them before any work starts.
+        inputs: the channels the encoding reads in training *and* at inference (besides ``seq``, which
+            defaults to ``0..T-1``); ``xlpe train``, ``translate`` and ``align-from-model`` check that their data
+            provides them before any work starts (channel descriptions: :mod:`xlpe.data.channels`).
+        targets: channels read only in training (supervision, e.g. DPE's ``dpe_target``); never asked of the
+            data at inference.
+        aux_losses: the auxiliary losses the encoding writes to ``ctx.aux``, with their default weights in the
+            training objective (the trainer's ``aux_weights`` overrides them).
     """
 
     name: ClassVar[str] = "?"
     options: ClassVar[dict[str, Any]] = {}
     after_dropout: ClassVar[bool] = False
-    channels: ClassVar[tuple[str, ...]] = ()
+    inputs: ClassVar[tuple[str, ...]] = ()
+    targets: ClassVar[tuple[str, ...]] = ()
+    aux_losses: ClassVar[dict[str, float]] = {}
 
     @classmethod
     def check(cls, cfg: "TransformerConfig") -> None:
@@ -167,55 +173,3 @@ class NoPositionEncoding(PositionEncoding):
     Wang et al. Table 1 "no PE"). Contributes nothing."""
 
     name = "none"
-
-
-def build_encodings(cfg: "TransformerConfig") -> nn.ModuleList:
-    """Build the source position encodings named in ``cfg.pe``, in order (after :func:`check_encodings`)."""
-    from xlpe.nn.positions import ENCODINGS  # the one name -> class mapping (imported here: no import cycle)
-
-    check_encodings(cfg)
-    return nn.ModuleList(ENCODINGS[n](cfg) for n in cfg.pe if n != "none")
-
-
-def required_channels(cfg: "TransformerConfig") -> set[str]:
-    """The batch channels that the encodings of ``cfg`` read (``seq`` excepted: it defaults to ``0..T-1``)."""
-    from xlpe.nn.positions import ENCODINGS
-
-    return {ch for n in cfg.pe for ch in ENCODINGS[n].channels}
-
-
-def check_encodings(cfg: "TransformerConfig") -> None:
-    """Raise :class:`ConfigError` for what cannot work in ``cfg.pe`` / ``cfg.pe_options``.
-
-    That is: unknown names (the message lists the valid ones), duplicates, ``none`` combined with others,
-    ``pe_options`` that no selected encoding reads, each encoding's own :meth:`PositionEncoding.check`, and
-    relative terms on an encoder-free model (SPEC §4.7).
-    """
-    from xlpe.nn.positions import ENCODINGS
-
-    names = cfg.pe
-    if isinstance(names, str) or not isinstance(names, (list, tuple)):
-        raise ConfigError(f"pe must be a list of encoding names, got {names!r}")
-    for n in names:
-        if n not in ENCODINGS:
-            raise ConfigError(f"unknown position encoding {n!r}; valid names: {', '.join(ENCODINGS)}")
-        if ENCODINGS[n].name != n:
-            raise ConfigError(f"ENCODINGS maps {n!r} to {ENCODINGS[n].__name__}, whose name is {ENCODINGS[n].name!r}")
-    if len(set(names)) != len(names):
-        raise ConfigError(f"a position encoding is listed twice in pe={list(names)}")
-    if "none" in names and len(names) > 1:
-        raise ConfigError(f"'none' cannot be combined with other position encodings: pe={list(names)}")
-    classes = [ENCODINGS[n] for n in names]
-    declared = {k for c in classes for k in c.options}
-    unknown = sorted(set(cfg.pe_options) - declared)
-    if unknown:
-        raise ConfigError(f"pe_options {unknown} are not read by any of the encodings pe={list(names)}; "
-                          f"they read: {sorted(declared) or 'nothing'}")
-    for c in classes:
-        c.check(cfg)
-    if cfg.encoder_free:
-        for c in classes:
-            if c.needs_encoder_layers():
-                raise ConfigError(f"position encoding {c.name!r} is not defined for encoder-free models: it acts "
-                                  "inside encoder self-attention, which an encoder-free model does not have "
-                                  "(SPEC §4.7)")

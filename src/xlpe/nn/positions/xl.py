@@ -57,7 +57,7 @@ from xlpe.nn.positions.base import EncodingContext, HeadInput, PositionEncoding
 from xlpe.nn.positions.sinusoid import sinusoid
 
 if TYPE_CHECKING:  # pragma: no cover
-    from xlpe.nn.transformer import TransformerConfig
+    from xlpe.nn.config import TransformerConfig
 
 FUSION_PARAMS = ("full", "diag")
 #: the encodings that put an absolute term at the input, which HeadXL's APE heads read
@@ -114,7 +114,7 @@ class XLPositionEncoding(PositionEncoding):
     Alone it replaces APE. With ``ape`` both terms are summed."""
 
     name = "xl"
-    channels = ("xl",)
+    inputs = ("xl",)
 
     def input_term(self, ctx: EncodingContext) -> Tensor:
         return pe_xl(ctx, self.cfg, self.name)
@@ -125,7 +125,7 @@ class InXLPositionEncoding(PositionEncoding):
     Option ``xl_fusion_param`` (``full`` | ``diag``)."""
 
     name = "inxl"
-    channels = ("xl",)
+    inputs = ("xl",)
     options = {"xl_fusion_param": "full"}
 
     def __init__(self, cfg):
@@ -149,7 +149,7 @@ class HeadXLPositionEncoding(PositionEncoding):
     input). Options ``tau`` and ``tau_ratio``."""
 
     name = "headxl"
-    channels = ("xl",)
+    inputs = ("xl",)
     options = {"tau": None, "tau_ratio": 0.25}
 
     def __init__(self, cfg):

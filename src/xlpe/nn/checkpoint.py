@@ -24,47 +24,24 @@ from __future__ import annotations
 
 import logging
 import os
-import random
 import re
 import zipfile
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-import numpy as np
 import torch
 
 from xlpe.errors import XlpeError
+from xlpe.data.subword import SubwordModel
 from xlpe.io.atomic import atomic_write
+from xlpe.nn.config import TransformerConfig
+from xlpe.nn.transformer import build_model
 
 log = logging.getLogger(__name__)
 
 FORMAT = "xlpe-checkpoint"
 VERSION = 1
 _STEP_RE = re.compile(r"^checkpoint_(\d+)\.pt$")
-
-
-# -- RNG states ---------------------------------------------------------------------------------------
-
-def get_rng_state() -> dict:
-    """The states of Python's, NumPy's and torch's global generators (CUDA too when present)."""
-    np_state = np.random.get_state()
-    state = {"python": random.getstate(),
-             "numpy": [np_state[0], np_state[1].tolist(), int(np_state[2]), int(np_state[3]), float(np_state[4])],
-             "torch": torch.get_rng_state()}
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def set_rng_state(state: Mapping) -> None:
-    """Restore what :func:`get_rng_state` returned."""
-    py = state["python"]
-    random.setstate((py[0], tuple(py[1]), py[2]))
-    n = state["numpy"]
-    np.random.set_state((n[0], np.asarray(n[1], dtype=np.uint32), n[2], n[3], n[4]))
-    torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
 
 
 # -- save / load --------------------------------------------------------------------------------------
@@ -223,21 +200,6 @@ def save_average(paths: Iterable[str | os.PathLike], output: str | os.PathLike) 
     return {"output": os.fspath(output), "inputs": paths, "steps": steps}
 
 
-def add_cli_arguments(p) -> None:
-    g = p.add_mutually_exclusive_group(required=True)
-    g.add_argument("--checkpoints", nargs="+", metavar="PT", help="checkpoint files to average")
-    g.add_argument("--dir", metavar="DIR", help="training directory: average its newest --last step checkpoints")
-    p.add_argument("--last", type=int, default=5, help="how many of the newest step checkpoints of --dir")
-    p.add_argument("--output", required=True, help="averaged model-only checkpoint to write")
-
-
-def cli_main(args) -> int:
-    import json
-    paths = args.checkpoints or last_checkpoints(args.dir, args.last)
-    print(json.dumps(save_average(paths, args.output)))
-    return 0
-
-
 # -- models from checkpoints ----------------------------------------------------------------------------
 
 def load_model(checkpoint: str | os.PathLike | Iterable[str | os.PathLike], device: str | torch.device = "cpu"):
@@ -252,8 +214,6 @@ def load_model(checkpoint: str | os.PathLike | Iterable[str | os.PathLike], devi
         :class:`xlpe.data.subword.SubwordModel` built from the bytes stored in the checkpoint (the same
         object twice for a joint vocabulary).
     """
-    from xlpe.data.subword import SubwordModel
-    from xlpe.nn.transformer import TransformerConfig, build_model
 
     paths = [checkpoint] if isinstance(checkpoint, (str, os.PathLike)) else list(checkpoint)
     ck = load_checkpoint(paths[0])

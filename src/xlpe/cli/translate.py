@@ -1,0 +1,62 @@
+"""``xlpe translate``: beam or greedy decoding of a file or stdin (:func:`xlpe.infer.translate.translate_file`)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+import torch
+
+from xlpe.config import parse_pairs
+from xlpe.infer.beam import STOP_RULES
+from xlpe.infer.translate import translate_file
+
+log = logging.getLogger("xlpe.translate")
+
+
+def add_cli_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--checkpoint", required=True, nargs="+",
+                   help="checkpoint file (checkpoint_<step>.pt / checkpoint_best.pt); several are averaged")
+    p.add_argument("--input", default="-", help="input text, one pre-tokenised sentence a line ('-' = stdin)")
+    p.add_argument("--output", default="-", help="output file ('-' = stdout); written atomically")
+    p.add_argument("--beam", type=int, default=5, help="beam size")
+    p.add_argument("--greedy", action="store_true", help="greedy decoding instead of beam search")
+    p.add_argument("--beam-stop", default="exhaust", choices=STOP_RULES,
+                   help="beam stopping rule: fairseq (keep BEAM live, stop at BEAM finished) or exhaust (shrinking "
+                        "beam, run until no live hypothesis is left)")
+    p.add_argument("--lenpen", type=float, default=0.6,
+                   help="length penalty alpha: scores are logprob / length**alpha (fairseq style)")
+    p.add_argument("--max-len-a", type=float, default=1.2, help="output length limit a·S + b, S = source subwords")
+    p.add_argument("--max-len-b", type=float, default=10, help="output length limit a·S + b")
+    p.add_argument("--batch-size", type=int, default=64, help="most sentences per batch")
+    p.add_argument("--max-tokens", type=int, default=None, help="most padded source tokens per batch (optional)")
+    p.add_argument("--chunk-size", type=int, default=10000, help="lines read, translated and written at a time")
+    p.add_argument("--orders", default=None,
+                   help="lader order lines for the input -> channel 'xl' (XL-PE models)")
+    p.add_argument("--orders-level", default="word", choices=("word", "subword"),
+                   help="whether --orders index words (expanded to subwords) or subwords")
+    p.add_argument("--preorderer", default=None,
+                   help="BTG preorderer directory (`xlpe preorder train`): predict the orders of the input on the "
+                        "fly, from the source alone (XL-PE models)")
+    p.add_argument("--preorder-processes", type=int, default=1, help="processes for the on-the-fly preorderer")
+    p.add_argument("--channel", action="append", default=[], metavar="NAME=[KIND:]PATH",
+                   help="a channel source of the input (repeatable); kinds: orders, subword-orders, ints, preorderer "
+                        "(see xlpe.sources)")
+    p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto")
+    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch's default)")
+    p.add_argument("--progress", action="store_true", help="show a progress bar on stderr")
+
+
+def cli_main(args: argparse.Namespace) -> int:
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    channels = parse_pairs(args.channel, "--channel")
+    n = translate_file(args.checkpoint, args.input, args.output, beam=args.beam, lenpen=args.lenpen,
+                       max_len_a=args.max_len_a, max_len_b=args.max_len_b, batch_size=args.batch_size,
+                       max_tokens=args.max_tokens, greedy=args.greedy, beam_stop=args.beam_stop,
+                       chunk_size=args.chunk_size,
+                       orders=args.orders, orders_level=args.orders_level, preorderer=args.preorderer,
+                       preorder_processes=args.preorder_processes, channels=channels, device=args.device,
+                       progress=args.progress)
+    log.info("translated %d lines", n)
+    return 0

@@ -1,0 +1,188 @@
+"""One configuration mechanism for every command: dataclasses -> command-line options, TOML files and
+``--set SECTION.KEY=VALUE`` overrides.
+
+A config is a dataclass (or a few, one per TOML table) whose fields carry their help text via :func:`option`.
+:func:`add_dataclass_arguments` turns the fields into ``--flag`` options; :func:`merge_sources` merges, in
+order of precedence, the dataclass defaults < a ``--config`` TOML file < ``--set`` overrides < explicit flags
+into one dict per table; :func:`build` makes the dataclass, naming an unknown key and the valid ones.
+``xlpe train``, ``xlpe synth``, ``xlpe demo`` and every ``xlpe experiment`` use it.
+
+(Why not jsonargparse or tyro: the commands are argparse sub-parsers loaded lazily, the option names and
+``--help`` texts are a public contract, and the engine is ~150 lines with no dependency; a library would
+bring its own naming and help layout for little gain.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import types
+import typing
+from typing import Any, Iterable, Mapping
+
+from xlpe.errors import ConfigError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10
+    import tomli as tomllib
+
+
+def option(default: Any = dataclasses.MISSING, help: str = "", *, factory=None, choices=None, metavar=None):
+    """A dataclass field with its command-line help (and optional ``choices`` / ``metavar``)."""
+    meta = {"help": help, "choices": choices, "metavar": metavar}
+    if factory is not None:
+        return dataclasses.field(default_factory=factory, metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def parse_value(text: str) -> Any:
+    """A TOML value (``3``, ``0.5``, ``true``, ``[1, 2]``, ``"x"``), or the text itself when it is not one."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def read_toml(path: str) -> dict[str, Any]:
+    """A TOML file as a dict; a missing or invalid file is a :class:`ConfigError` naming it."""
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} not found") from None
+    except IsADirectoryError:
+        raise ConfigError(f"config file {path} is a directory") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: invalid TOML ({e})") from None
+
+
+def parse_pairs(items: Iterable[str], what: str, value=str) -> dict[str, Any]:
+    """``["A=x", "B=y"]`` -> ``{"A": value("x"), "B": value("y")}``; anything else names ``what`` in the error."""
+    out = {}
+    for item in items:
+        if "=" not in item or not item.split("=", 1)[0].strip():
+            raise ConfigError(f"{what} expects NAME=VALUE, got {item!r}")
+        k, v = item.split("=", 1)
+        out[k.strip()] = value(v)
+    return out
+
+
+def apply_sets(doc: dict[str, Any], sets: Iterable[str]) -> dict[str, Any]:
+    """``--set SECTION.KEY=VALUE`` overrides (TOML values) applied to ``doc``, in place; returns it."""
+    for item in sets:
+        key = item.split("=", 1)[0]
+        if "=" not in item or "." not in key:
+            raise ConfigError(f"--set expects SECTION.KEY=VALUE, got {item!r}")
+        section, name = key.split(".", 1)
+        doc.setdefault(section, {})[name] = parse_value(item.split("=", 1)[1])
+    return doc
+
+
+def _field_type(cls, f: dataclasses.Field):
+    tp = typing.get_type_hints(cls)[f.name]
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType) and type(None) in args:
+        tp = next(a for a in args if a is not type(None))
+    return tp
+
+
+def add_dataclass_arguments(group, cls, *, prefix: str = "", skip: Iterable[str] = (),
+                            help_table: Mapping[str, str] | None = None, show_default: bool = True) -> None:
+    """One ``--flag`` per field of ``cls`` (underscores become dashes), with ``dest = prefix + name`` and no
+    default (an absent flag leaves the TOML or dataclass value). bool -> ``--x/--no-x``; tuple -> that many
+    values; list -> one or more; dict -> repeatable ``--x NAME=VALUE`` (the flag in the singular)."""
+    skip = set(skip)
+    for f in dataclasses.fields(cls):
+        if f.name in skip or not f.init:
+            continue
+        tp = _field_type(cls, f)
+        origin, args = typing.get_origin(tp), typing.get_args(tp)
+        meta = f.metadata or {}
+        help_ = (help_table or {}).get(f.name) or meta.get("help") or f"{cls.__name__}.{f.name}"
+        default = (f.default if f.default is not dataclasses.MISSING
+                   else (f.default_factory() if f.default_factory is not dataclasses.MISSING else None))
+        kw: dict[str, Any] = {"dest": prefix + f.name, "default": argparse.SUPPRESS}
+        if tp is bool:
+            kw["action"] = argparse.BooleanOptionalAction
+        elif origin is tuple:
+            kw.update(nargs=len(args), type=args[0])
+        elif origin is list:
+            kw.update(nargs="+", type=args[0] if args else str)
+        elif origin is dict:
+            vt = args[1] if args else str
+            kw.update(action="append", type=_pair_type(parse_value if vt is typing.Any else vt))
+        else:
+            kw["type"] = tp
+        if meta.get("choices"):
+            kw["choices"] = meta["choices"]
+        if meta.get("metavar"):
+            kw["metavar"] = meta["metavar"]
+        elif origin is dict:
+            kw["metavar"] = "KEY=VALUE"
+        elif tp is not bool and "choices" not in kw:
+            kw["metavar"] = f.name.upper()
+        if show_default:
+            help_ += f" (default: {default})" if default not in (None, "", {}, []) else ""
+        else:
+            help_ += " (default: from the preset)"
+        flag = "--" + f.name.replace("_", "-")
+        if origin is dict:             # repeatable NAME=VALUE options read best in the singular
+            flag = flag[:-1] if flag.endswith("s") else flag
+            help_ += " (repeatable)"
+        group.add_argument(flag, help=help_, **kw)
+
+
+def _pair_type(value_type):
+    def parse(text: str):
+        if "=" not in text:
+            raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+        k, v = text.split("=", 1)
+        return k.strip(), value_type(v)
+    return parse
+
+
+def add_config_arguments(parser: argparse.ArgumentParser, tables: Iterable[str], what: str = "") -> None:
+    """``--config FILE.toml`` and ``--set SECTION.KEY=VALUE`` for a command whose config has ``tables``."""
+    names = ", ".join(f"[{t}]" for t in tables)
+    parser.add_argument("--config", help=f"TOML file with tables {names}{what}; its keys mirror the options "
+                                         "here; --set and command-line options win")
+    parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                        help="override one config value (a TOML value), e.g. --set train.max_updates=100 "
+                             "(repeatable)")
+
+
+def merge_sources(args: argparse.Namespace, tables: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """Merge ``--config`` TOML < ``--set`` < explicit ``--flags`` (dests ``table.key``) into one dict per table.
+    Unknown tables are a :class:`ConfigError`."""
+    tables = list(tables)
+    path = getattr(args, "config", None)
+    doc = read_toml(path) if path else {}
+    apply_sets(doc, getattr(args, "set", None) or [])
+    unknown = sorted(set(doc) - set(tables))
+    if unknown:
+        raise ConfigError(f"{path or '--set'}: unknown table(s) {unknown}; expected {', '.join(tables)}")
+    merged = {t: dict(doc.get(t, {})) for t in tables}
+    for key, value in vars(args).items():
+        if "." not in key:
+            continue
+        table, name = key.split(".", 1)
+        if table not in merged:
+            continue
+        if isinstance(value, list) and value and isinstance(value[0], tuple):   # NAME=VALUE options
+            value = {**merged[table].get(name, {}), **dict(value)}
+        merged[table][name] = value
+    return merged
+
+
+def build(cls, values: Mapping[str, Any], source: str = "config"):
+    """``cls(**values)``; an unknown key is a :class:`ConfigError` that names the table and the valid keys."""
+    valid = {f.name for f in dataclasses.fields(cls) if f.init}
+    extra = sorted(set(values) - valid)
+    if extra:
+        raise ConfigError(f"{source}: unknown key(s) {extra}; valid: {', '.join(sorted(valid))}")
+    try:
+        return cls(**values)
+    except TypeError as e:
+        raise ConfigError(f"{source}: {e}") from None

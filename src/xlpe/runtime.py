@@ -1,0 +1,285 @@
+"""The training runtime that every training loop shares (the NMT trainer, the Cross-Align trainer): the
+device, DDP set-up, autocast, seeds and RNG states, a progress bar, the metrics log, where to resume from,
+and the run record (command, configs, library versions).
+
+A loop owns its own code, as a torchtune recipe does, and calls these utilities::
+
+    dist = init_distributed(cfg.device)
+    device = resolve_device(cfg.device, dist)
+    autocast = autocast_context(cfg.amp, device)
+    ...
+    log = MetricsLog(out / "train_log.csv", "csv", resume_step)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import json
+import os
+import platform
+import random
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import numpy as np
+import torch
+
+from xlpe.errors import ConfigError, XlpeError
+from xlpe.io.atomic import atomic_write
+
+
+# -- devices and processes ------------------------------------------------------------------------------
+
+@dataclass
+class Distributed:
+    """This process's place in a ``torchrun`` job (rank 0 of 1 without one)."""
+
+    rank: int = 0
+    world: int = 1
+    local_rank: int = 0
+    initialized_here: bool = False
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.world > 1
+
+    def all_sum(self, x: int) -> int:
+        """``x`` summed over every rank."""
+        if not self.enabled:
+            return x
+        import torch.distributed as dist
+        t = torch.tensor([x], dtype=torch.int64)
+        dist.all_reduce(t)
+        return int(t.item())
+
+    def decide(self, flag: bool) -> bool:
+        """Rank 0's decision, shared with every rank."""
+        return bool(self.broadcast(flag))
+
+    def broadcast(self, obj: Any) -> Any:
+        """Rank 0's ``obj`` on every rank."""
+        if not self.enabled:
+            return obj
+        import torch.distributed as dist
+        box = [obj]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
+
+    def barrier(self) -> None:
+        if self.enabled:
+            import torch.distributed as dist
+            dist.barrier()
+
+    def close(self) -> None:
+        """Tear down the process group if :func:`init_distributed` created it."""
+        if self.initialized_here:
+            import torch.distributed as dist
+            dist.destroy_process_group()
+
+
+def init_distributed(device: str = "auto") -> Distributed:
+    """Join the ``torchrun`` process group (``WORLD_SIZE > 1``; gloo on CPU, nccl on GPU), or a 1-process job."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return Distributed()
+    import torch.distributed as dist
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    here = False
+    if not dist.is_initialized():
+        cuda = torch.cuda.is_available() and device != "cpu"
+        if cuda:
+            torch.cuda.set_device(local)
+        dist.init_process_group("nccl" if cuda else "gloo")
+        here = True
+    return Distributed(dist.get_rank(), dist.get_world_size(), local, here)
+
+
+def resolve_device(device: str | torch.device, dist: Distributed | None = None) -> torch.device:
+    """``auto`` -> CUDA when available, else CPU; ``cuda`` under DDP -> this rank's GPU; a CUDA device that
+    does not exist is a :class:`ConfigError` (not an assertion deep inside torch)."""
+    if isinstance(device, torch.device):
+        device = str(device)
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and dist is not None and dist.enabled:
+        return torch.device("cuda", dist.local_rank)
+    try:
+        dev = torch.device(device)
+    except RuntimeError as e:
+        raise ConfigError(f"device {device!r} is not a device name ({e}); use cpu, cuda, cuda:N or auto") from None
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ConfigError(f"device {device!r} asked for but no GPU is available")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ConfigError(f"device {device!r} asked for but there are {torch.cuda.device_count()} GPU(s)")
+    return dev
+
+
+AMP_MODES = ("none", "bf16", "fp16")
+
+
+def autocast_context(amp: str, device: torch.device) -> Callable[[], contextlib.AbstractContextManager]:
+    """A factory of autocast contexts: ``none`` (a no-op), ``bf16`` (GPU or CPU) or ``fp16`` (GPU only)."""
+    if amp not in AMP_MODES:
+        raise ConfigError(f"amp must be one of {', '.join(AMP_MODES)}, not {amp!r}")
+    if amp == "none":
+        return contextlib.nullcontext
+    if amp == "fp16" and device.type != "cuda":
+        raise ConfigError("amp='fp16' needs a GPU; on CPU use amp='bf16'")
+    dtype = torch.bfloat16 if amp == "bf16" else torch.float16
+    return lambda: torch.autocast(device_type=device.type, dtype=dtype)
+
+
+def unwrap(model: torch.nn.Module) -> torch.nn.Module:
+    """The module inside a ``DistributedDataParallel`` wrapper (or the module itself)."""
+    return model.module if hasattr(model, "module") else model
+
+
+# -- seeds and RNG states ---------------------------------------------------------------------------------
+
+def seed_all(seed: int) -> None:
+    """Seed Python's, NumPy's and torch's global generators."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def get_rng_state() -> dict:
+    """The states of Python's, NumPy's and torch's global generators (CUDA too when present)."""
+    np_state = np.random.get_state()
+    state = {"python": random.getstate(),
+             "numpy": [np_state[0], np_state[1].tolist(), int(np_state[2]), int(np_state[3]), float(np_state[4])],
+             "torch": torch.get_rng_state()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: Mapping) -> None:
+    """Restore what :func:`get_rng_state` returned."""
+    py = state["python"]
+    random.setstate((py[0], tuple(py[1]), py[2]))
+    n = state["numpy"]
+    np.random.set_state((n[0], np.asarray(n[1], dtype=np.uint32), n[2], n[3], n[4]))
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+# -- resumption -------------------------------------------------------------------------------------------
+
+def resume_path(resume: str | None, out: Path) -> Path | None:
+    """The checkpoint a run continues from: ``auto`` (the newest readable one in ``out``, or none), ``none``
+    (a fresh start, refused when ``out`` already holds checkpoints) or a path."""
+    from xlpe.nn.checkpoint import latest_checkpoint, list_checkpoints
+
+    if resume in ("none", "", None):
+        if list_checkpoints(out):
+            raise ConfigError(f"{out} already holds checkpoints of a run: continue it with resume='auto' "
+                              "(--resume auto) or choose another output directory")
+        return None
+    if resume == "auto":
+        p = latest_checkpoint(out)
+        if p is None and list_checkpoints(out):
+            raise XlpeError(f"{out}: no checkpoint there can be read (all are damaged); cannot resume")
+        return p
+    p = Path(resume)
+    if not p.is_file():
+        raise ConfigError(f"resume checkpoint {resume} not found")
+    return p
+
+
+# -- progress, logs and the run record ----------------------------------------------------------------------
+
+def progress_bar(enabled: bool, total: int | None, initial: int = 0, unit: str = "upd", desc: str = "train"):
+    """A tqdm bar, or None when ``enabled`` is false (e.g. not rank 0)."""
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+    return tqdm(total=total or None, initial=initial, unit=unit, dynamic_ncols=True, desc=desc)
+
+
+class MetricsLog:
+    """Append-only CSV / JSON-lines log. On resumption, rows after the resumed step are dropped first."""
+
+    def __init__(self, path: Path, fmt: str, resume_step: int | None):
+        self.path, self.fmt = path, fmt
+        self.header: list[str] | None = None
+        if resume_step is None:
+            path.unlink(missing_ok=True)
+        elif path.exists():
+            rows = self._read()
+            kept = [r for r in rows if int(float(r.get("step", 0))) <= resume_step]
+            self._rewrite(kept, self.header)
+
+    def _read(self) -> list[dict]:
+        with open(self.path, encoding="utf-8", newline="") as f:
+            if self.fmt == "jsonl":
+                return [json.loads(line) for line in f if line.strip()]
+            r = csv.DictReader(f)
+            self.header = list(r.fieldnames or [])
+            return list(r)
+
+    def _rewrite(self, rows: list[dict], header: list[str] | None) -> None:
+        with atomic_write(self.path) as f:
+            if self.fmt == "jsonl":
+                for r in rows:
+                    f.write(json.dumps(r) + "\n")
+            elif header:
+                w = csv.DictWriter(f, header, restval="")
+                w.writeheader()
+                w.writerows(rows)
+
+    def write(self, row: dict) -> None:
+        row = {k: (round(v, 6) if isinstance(v, float) else v) for k, v in row.items()}
+        if self.fmt == "jsonl":
+            with open(self.path, "a", encoding="utf-8") as f:
+                f.write(json.dumps(row) + "\n")
+            return
+        if self.header is None and self.path.exists() and self.path.stat().st_size:
+            self._read()
+        if self.header is None or set(row) - set(self.header):
+            old = self._read() if self.path.exists() and self.path.stat().st_size else []
+            self.header = (self.header or []) + [k for k in row if k not in (self.header or [])]
+            self._rewrite(old, self.header)
+        with open(self.path, "a", encoding="utf-8", newline="") as f:
+            csv.DictWriter(f, self.header, restval="").writerow(row)
+
+
+def versions(*extra: str) -> dict[str, str]:
+    """Versions of xlpe, Python, torch, numpy, sentencepiece, sacrebleu and any ``extra`` modules that import."""
+    import xlpe
+    out = {"xlpe": xlpe.__version__, "python": platform.python_version(), "torch": torch.__version__,
+           "numpy": np.__version__}
+    for mod in ("sentencepiece", "sacrebleu", *extra):
+        with contextlib.suppress(Exception):
+            out[mod] = __import__(mod).__version__
+    return out
+
+
+def command_line() -> str:
+    """The command that started this process, as a user would type it."""
+    name = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "python"
+    return " ".join(["xlpe" if name in ("xlpe", "__main__.py", "cli") else name] + sys.argv[1:])
+
+
+def write_run_info(out: Path, **sections: Any) -> None:
+    """Append this run's record (command, ``sections`` such as the configs, versions, time) to
+    ``out/run.json``, a list with one entry per start or resumption."""
+    info = {"command": sys.argv, **sections, "versions": versions(), "time": time.strftime("%Y-%m-%d %H:%M:%S")}
+    path = out / "run.json"
+    history = []
+    if path.exists():
+        with contextlib.suppress(Exception):
+            old = json.loads(path.read_text(encoding="utf-8"))
+            history = old if isinstance(old, list) else [old]
+    with atomic_write(path) as f:
+        json.dump(history + [info], f, indent=1, default=str)

@@ -1,0 +1,151 @@
+"""The options of NMT training: :class:`DataConfig` (where the data and its channels are) and
+:class:`TrainConfig` (optimisation, batching, stopping, checkpoints, execution). Their fields are the
+options of ``xlpe train`` and the keys of its TOML ``[data]`` / ``[train]`` tables (:mod:`xlpe.config`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xlpe.config import option
+from xlpe.errors import ConfigError
+from xlpe.runtime import AMP_MODES
+from xlpe.train.schedule import KINDS as SCHEDULES, Schedule
+
+
+@dataclass
+class DataConfig:
+    """Where the data is. Paths are plain text, one pre-tokenised sentence a line (words split on ASCII space)."""
+
+    train_src: str = option("", "source side of the training bitext")
+    train_tgt: str = option("", "target side of the training bitext (line-aligned with --train-src)")
+    dev_src: str | None = option(None, "source side of the development set (validation loss / BLEU)")
+    dev_tgt: str | None = option(None, "target side of the development set (also the BLEU reference)")
+    subword_model: str | None = option(None, "joint sentencepiece model for both sides (from `xlpe subword train`)")
+    src_subword: str | None = option(None, "source-side sentencepiece model (separate vocabularies)")
+    tgt_subword: str | None = option(None, "target-side sentencepiece model (separate vocabularies)")
+    train_orders: str | None = option(None, "lader order lines for the training source (word level), a shortcut "
+                                            "for --train-channel xl=orders:FILE: pos_XL = inverse order (SPEC §4.1)")
+    dev_orders: str | None = option(None, "lader order lines for the dev source (shortcut for --dev-channel "
+                                          "xl=orders:FILE)")
+    orders_level: str = option("word", "granularity of --train-orders / --dev-orders: 'word' (expanded to "
+                                       "subwords, each word's pieces kept together) or 'subword' (one index per "
+                                       "subword)", choices=("word", "subword"))
+    train_orders_noise: float = option(0.0, "noise attack (SPEC §4.8): swap this ratio of the training pos_XL "
+                                          "indices, in disjoint pairs; dev data stays clean")
+    noise_seed: int = option(0, "seed of the noise attack")
+    noise_unit: str = option("indices", "what the noise ratio counts: 'indices' (SPEC §4.8) or 'pairs' (§12.9)",
+                           choices=("indices", "pairs"))
+    train_channels: dict[str, str] = option(help="channel sources of the training source, NAME=[KIND:]PATH; kinds: "
+                                                 "orders, subword-orders, dpe, ints (one line per sentence) or "
+                                                 "preorderer (a BTG model directory, run on the fly); see "
+                                                 "xlpe.sources", factory=dict, metavar="NAME=[KIND:]PATH")
+    dev_channels: dict[str, str] = option(help="channel sources of the dev source, NAME=[KIND:]PATH",
+                                          factory=dict, metavar="NAME=[KIND:]PATH")
+    skip_long: bool = option(False, "skip (and count) training pairs longer than the model's max_len, or with an "
+                                  "empty side, instead of stopping with an error")
+
+    def subword_paths(self) -> tuple[str, str | None]:
+        """``(source model, target model or None for joint)``."""
+        if self.subword_model and (self.src_subword or self.tgt_subword):
+            raise ConfigError("give either subword_model (joint) or src_subword + tgt_subword, not both")
+        if self.subword_model:
+            return self.subword_model, None
+        if self.src_subword and self.tgt_subword:
+            return self.src_subword, self.tgt_subword
+        raise ConfigError("no subword model: give subword_model (joint vocabulary) or src_subword and tgt_subword")
+
+    def channel_specs(self, split: str) -> dict[str, str]:
+        """``name -> [KIND:]PATH`` of the ``train`` or ``dev`` channels, the orders shortcuts included."""
+        orders = self.train_orders if split == "train" else self.dev_orders
+        specs = dict(self.train_channels if split == "train" else self.dev_channels)
+        if orders:
+            if "xl" in specs:
+                raise ConfigError(f"channel 'xl' is given twice: --{split}-orders and --{split}-channel xl=...")
+            specs["xl"] = ("orders:" if self.orders_level == "word" else "subword-orders:") + orders
+        return specs
+
+
+@dataclass
+class TrainConfig:
+    """Every training option. Limits of 0 mean "no limit"; at least one of the ``max_*`` limits must be set."""
+
+    out: str = option("runs/nmt", "output directory: checkpoints, logs, run.json")
+    resume: str = option("auto", "'auto' = continue from the newest checkpoint in --out if there is one; 'none' = "
+                               "start fresh (refused when --out already holds checkpoints); or a checkpoint path")
+    seed: int = option(1, "random seed (model init, batch order, dropout)")
+    # optimisation
+    lr: float = option(5e-4, "peak learning rate (reached at the end of warm-up)")
+    betas: tuple[float, float] = option((0.9, 0.98), "Adam betas", metavar=("B1", "B2"))
+    adam_eps: float = option(1e-8, "Adam epsilon")
+    weight_decay: float = option(0.0, "Adam weight decay (L2, as torch.optim.Adam applies it)")
+    schedule: str = option("inverse_sqrt", "learning-rate schedule (see xlpe.train.schedule)", choices=SCHEDULES)
+    warmup: int = option(4000, "linear warm-up updates")
+    warmup_init_lr: float = option(1e-7, "learning rate of the first update (start of the warm-up)")
+    end_lr: float = option(0.0, "final learning rate of the 'linear' schedule (reached at max_updates)")
+    label_smoothing: float = option(0.1, "label smoothing epsilon")
+    clip_norm: float = option(0.0, "clip the gradient norm to this value (0 = no clipping)")
+    aux_weights: dict[str, float] = option(help="weight of an auxiliary loss the model returns, NAME=W, over the "
+                                                "default its encoding declares (0 switches one off)",
+                                           factory=dict, metavar="NAME=W")
+    # batching
+    max_tokens: int = option(4096, "token budget of one batch, padding included (per process)")
+    max_sentences: int | None = option(None, "cap on sentences per batch")
+    batch_multiple: int = option(1, "round full batches down to a multiple of this many sentences, the rest going "
+                                  "to the next batch (fairseq's --required-batch-size-multiple, 8 there)")
+    update_freq: int = option(1, "accumulate gradients over this many batches per update")
+    bucket: bool = option(True, "batch sentences of similar length together")
+    # stopping
+    max_updates: int = option(0, "stop after this many updates (0 = no limit)")
+    max_epochs: int = option(0, "stop after this many passes over the training data (0 = no limit)")
+    max_time_minutes: float = option(0.0, "stop after this much training time, summed over resumptions (0 = no limit)")
+    patience: int = option(0, "early stopping: stop after this many validations without improvement (0 = off)")
+    # validation and checkpoints
+    validate_every: int = option(1000, "validate every N updates (and at the end; 0 = only at the end)")
+    dev_bleu: bool = option(False, "also compute dev BLEU (greedy decoding, sacrebleu) when validating")
+    best_metric: str = option("loss", "metric for checkpoint_best.pt and early stopping", choices=("loss", "bleu"))
+    save_every: int = option(1000, "write a checkpoint every N updates (and at the end; 0 = only at the end)")
+    keep_last: int = option(5, "keep the newest N step checkpoints (0 = keep all)")
+    # execution
+    amp: str = option("none", "autocast: bf16 (GPU or CPU) or fp16 (GPU, with loss scaling)",
+                    choices=AMP_MODES)
+    device: str = option("auto", "cpu, cuda, cuda:N, or auto (cuda when available)")
+    threads: int = option(0, "torch CPU threads per process (0 = torch's default)")
+    log_every: int = option(100, "write a training log row every N updates")
+    log_format: str = option("csv", "format of train_log / valid_log", choices=("csv", "jsonl"))
+    progress: bool = option(True, "show a progress bar (rank 0)")
+    cache_data: bool = option(True, "keep the encoded training data in OUT/cache/*.npz and reuse it while the "
+                                  "text, channel and subword files are unchanged")
+
+    def __post_init__(self):
+        self.betas = tuple(float(b) for b in self.betas)
+        self.aux_weights = {str(k): float(v) for k, v in dict(self.aux_weights).items()}
+        bad = []
+        if len(self.betas) != 2:
+            bad.append("betas needs two values")
+        if self.update_freq < 1:
+            bad.append("update_freq must be >= 1")
+        if self.max_tokens < 1:
+            bad.append("max_tokens must be >= 1")
+        if not 0.0 <= self.label_smoothing < 1.0:
+            bad.append("label_smoothing must be in [0, 1)")
+        for name, choices in (("amp", AMP_MODES), ("best_metric", ("loss", "bleu")),
+                              ("log_format", ("csv", "jsonl")), ("schedule", SCHEDULES)):
+            if getattr(self, name) not in choices:
+                bad.append(f"{name} must be one of {', '.join(choices)}, not {getattr(self, name)!r}")
+        if min(self.max_updates, self.max_epochs, self.patience, self.save_every, self.validate_every,
+               self.keep_last, self.threads) < 0 or self.max_time_minutes < 0:
+            bad.append("limits and intervals must be >= 0")
+        if self.log_every < 1:
+            bad.append("log_every must be >= 1")
+        if bad:
+            raise ConfigError("invalid TrainConfig: " + "; ".join(bad))
+
+    def schedule_obj(self) -> Schedule:
+        return Schedule(self.schedule, self.lr, self.warmup, self.warmup_init_lr,
+                        self.max_updates or None, self.end_lr)
+
+
+#: the fields whose change on resumption would change what the remaining run computes
+RESUME_FIXED = ("seed", "lr", "betas", "adam_eps", "weight_decay", "schedule", "warmup", "warmup_init_lr",
+                 "label_smoothing", "clip_norm", "aux_weights", "max_tokens", "max_sentences", "update_freq",
+                 "bucket", "amp", "batch_multiple")
