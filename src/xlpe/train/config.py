@@ -4,6 +4,7 @@ options of ``xlpe train`` and the keys of its TOML ``[data]`` / ``[train]`` tabl
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from xlpe.config import option
@@ -54,8 +55,17 @@ class DataConfig:
             return self.src_subword, self.tgt_subword
         raise ConfigError("no subword model: give subword_model (joint vocabulary) or src_subword and tgt_subword")
 
+    def to_dict(self) -> dict:
+        """The config as plain data (a channel source object becomes its description), for checkpoints and logs."""
+        d = dataclasses.asdict(self)
+        for key in ("train_channels", "dev_channels"):
+            d[key] = {k: v if isinstance(v, str) else f"<{getattr(v, 'description', type(v).__name__)}>"
+                      for k, v in d[key].items()}
+        return d
+
     def channel_specs(self, split: str) -> dict[str, str]:
-        """``name -> [KIND:]PATH`` of the ``train`` or ``dev`` channels, the orders shortcuts included."""
+        """``name -> [KIND:]PATH`` of the ``train`` or ``dev`` channels, the orders shortcuts included. (From
+        Python a value may also be a :class:`xlpe.data.channels.ChannelSource` object.)"""
         orders = self.train_orders if split == "train" else self.dev_orders
         specs = dict(self.train_channels if split == "train" else self.dev_channels)
         if orders:

@@ -72,7 +72,8 @@ class TrainResult:
 # pieces of the loop
 # ======================================================================================================
 
-def _encode_corpus(src: str, tgt: str, src_sw: SubwordModel, tgt_sw: SubwordModel, specs: Mapping[str, str],
+def _encode_corpus(src: str, tgt: str, src_sw: SubwordModel, tgt_sw: SubwordModel,
+                   specs: Mapping[str, str | ChannelSource],
                    max_len: int, skip_long: bool, cache_dir: Path | None, d: Distributed,
                    wrap: Mapping[str, tuple[dict, Any]] | None = None) -> ParallelData:
     """Encode a bitext with its channels (``name -> [KIND:]PATH``, :mod:`xlpe.sources`), through an ``.npz``
@@ -87,8 +88,8 @@ def _encode_corpus(src: str, tgt: str, src_sw: SubwordModel, tgt_sw: SubwordMode
             sources[k] = fn(sources[k])
         return ParallelData.from_files(src, tgt, src_sw, tgt_sw, max_src_len=max_len, max_tgt_len=max_len,
                                        skip_long=skip_long, channels=sources)
-    if cache_dir is None:
-        return build()
+    if cache_dir is None or any(isinstance(v, ChannelSource) for v in specs.values()):
+        return build()                    # a source object has no content signature to key a cache by
     import hashlib
 
     def stat(p):
@@ -247,7 +248,7 @@ def train(model_cfg, train_cfg: TrainConfig, data: DataConfig) -> TrainResult:
         if dist_.is_main:
             log.info("model: %s parameters; %d training pairs (%d skipped), %d batches per epoch per process",
                      f"{count_parameters(net):,}", len(train_data), train_data.skipped, len(sampler))
-            write_run_info(out, data=dataclasses.asdict(data), model=mcfg.to_dict(), train=dataclasses.asdict(cfg))
+            write_run_info(out, data=data.to_dict(), model=mcfg.to_dict(), train=dataclasses.asdict(cfg))
         resumed_step = step if ck is not None else None
         suffix = ".csv" if cfg.log_format == "csv" else ".jsonl"
         train_log = MetricsLog(out / f"train_log{suffix}", cfg.log_format, resumed_step) if dist_.is_main else None
@@ -261,7 +262,7 @@ def train(model_cfg, train_cfg: TrainConfig, data: DataConfig) -> TrainResult:
                 rng = [None] * dist_.world
                 dist.all_gather_object(rng, get_rng_state())
             return {"model": net.state_dict(), "model_config": mcfg.to_dict(), "train_config": dataclasses.asdict(cfg),
-                    "data_config": dataclasses.asdict(data),
+                    "data_config": data.to_dict(),
                     "subwords": {"src": subword_entry(src_sw), "tgt": None if tgt_path is None else subword_entry(tgt_sw)},
                     "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
                     "scaler": scaler.state_dict() if scaler is not None else None, "sampler": sampler.state_dict(),
