@@ -9,12 +9,11 @@ import math
 
 import pytest
 import torch
-
-from xlpe.nn.positions import PositionEncoding
 import torch.nn.functional as F
 
 from _nmt_toy import quick_train_config, tiny_model_config, toy  # noqa: F401  (toy is a fixture)
 from xlpe.errors import ConfigError
+from xlpe.nn.positions import PositionEncoding
 from xlpe.train.losses import combine_losses, label_smoothed_nll
 from xlpe.train.schedule import Schedule, build_scheduler
 from xlpe.cli.train import add_cli_arguments, configs_from_args

@@ -19,16 +19,16 @@ from xlpe.errors import XlpeError
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("xlpe.experiments.demo", "the main job: the whole pipeline on the built-in synthetic language pair"),
     "synth": ("xlpe.data.synthetic", "generate a built-in synthetic language pair (text, gold alignments, trees, orders)"),
-    "subword": ("xlpe.data.subword_cli", "sentencepiece subwords: train | encode | decode (with word maps)"),
+    "subword": ("xlpe.cli.subword", "sentencepiece subwords: train | encode | decode (with word maps)"),
     "align": ("xlpe.align.eflomal", "statistical word alignment with eflomal (+ symmetrisation)"),
-    "aer": ("xlpe.evaluate.aer", "alignment error rate, precision and recall against a gold file"),
+    "aer": ("xlpe.cli.aer", "alignment error rate, precision and recall against a gold file"),
     "orders": ("xlpe.reorder.orders_cli", "alignments -> oracle ranks, permutations, pos_XL, DPE targets"),
     "preorder": ("xlpe.reorder.preorder_cli", "BTG preorderer: train | apply (lader formats)"),
     "train": ("xlpe.cli.train", "NMT training (single process, or torchrun for DDP)"),
     "average": ("xlpe.cli.average", "average the weights of several checkpoints (e.g. the last N of a run)"),
     "translate": ("xlpe.cli.translate", "translate files or stdin with a trained model (beam / greedy)"),
     "align-from-model": ("xlpe.cli.align_from_model", "word alignments from a trained model's attention (AER protocol, SPEC §4.6)"),
-    "evaluate": ("xlpe.evaluate.bleu", "BLEU / chrF with signatures and paired bootstrap; Kendall tau / chunk for orders"),
+    "evaluate": ("xlpe.cli.evaluate", "BLEU / chrF with signatures and paired bootstrap; Kendall tau / chunk for orders"),
     "experiment": ("xlpe.experiments.run", "recipes reproducing the papers' tables (xl-pe)"),
 }
 

@@ -25,7 +25,7 @@ from torch import Tensor, nn
 
 from xlpe.errors import ConfigError
 from xlpe.nn.attention import DecoderLayer, EncoderLayer
-from xlpe.nn.config import PRESETS, TransformerConfig
+from xlpe.nn.config import PRESETS, TransformerConfig  # noqa: F401  (re-exported: one import for the model and its config)
 from xlpe.nn.positions import EncodingContext, HeadInput, build_encodings, sinusoid
 
 
