@@ -91,7 +91,7 @@ def test_recipe_produces_every_table_and_reruns_from_cache(tmp_path, capsys):
     assert (out / "cost" / "done.json").stat().st_mtime_ns != cost_stamp
     # another seed alone (one per sitting) shares the data, subwords, alignments and preorderer of the first
     shared = {p: p.stat().st_mtime_ns for p in out.glob("*/done.json") if not p.parent.name.startswith("cost")}
-    assert {p.parent.name for p in shared} == {"data", "subword", "align", "preorder"}
+    assert {p.parent.name for p in shared} == {"synth", "subword", "align", "preorder"}   # built-in data: synth
     assert main(["experiment", "xl-pe", "--config", str(cfg), "--out", str(out), "--only", "table1",
                  "--set", "experiment.seeds=[2]", "--set", "experiment.systems=['baseline']",
                  "--set", "experiment.alignment_systems=[]"]) == 0
@@ -147,7 +147,7 @@ def test_preorder_attach_null_reaches_the_training_labels(tmp_path, monkeypatch,
 
 
 def test_training_pairs_sharing_either_side_with_the_gold_set_are_removed(tmp_path):
-    from xlpe.experiments.xl_pe import stage_data
+    from xlpe.experiments.stages import data_stage
     files = {"train.en": ["a b", "c d", "e f", "g h"], "train.de": ["A B", "C D", "X Y", "G H"],
              "gold.en": ["c d", "z z"], "gold.de": ["Q Q", "X Y"], "gold.talp": ["1-1", "1-1"]}
     for name, lines in files.items():
@@ -157,13 +157,13 @@ def test_training_pairs_sharing_either_side_with_the_gold_set_are_removed(tmp_pa
                                        "test_src": f"{t}/gold.en", "test_tgt": f"{t}/gold.de",
                                        "gold_src": f"{t}/gold.en", "gold_tgt": f"{t}/gold.de",
                                        "gold_align": f"{t}/gold.talp"}, "train": {"max_updates": 1}})
-    data = stage_data(cfg, tmp_path / "out")
+    data = data_stage(tmp_path / "out", cfg.data)
     assert data["excluded"] == 2          # "c d" (source in gold), "X Y" (target in gold)
     assert open(data["paths"]["train_src"]).read().split("\n")[:-1] == ["a b", "g h"]
     assert open(data["paths"]["train_tgt"]).read().split("\n")[:-1] == ["A B", "G H"]
 
 
 def test_report_cells_show_a_spread_only_over_several_seeds():
-    from xlpe.experiments.xl_pe import _fmt
+    from xlpe.experiments.xl_pe_report import _fmt
     assert _fmt((0.7057, 0.0), 1, 100) == "70.57"
     assert _fmt((30.03, 0.92), 3) == "30.03 ± 0.92"

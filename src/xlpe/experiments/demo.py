@@ -1,7 +1,7 @@
 """``xlpe demo`` — the main job: the whole pipeline on the built-in synthetic language pair.
 
-Stages (each cached in the output folder: a stage whose inputs and options are unchanged is skipped, so
-an interrupted demo resumes where it stopped):
+A short recipe over the shared stages of :mod:`xlpe.experiments.stages` (each cached in the output folder: a
+stage whose inputs and options are unchanged is skipped, so an interrupted demo resumes where it stopped):
 
 1. ``synth``    generate the built-in pair (SVO source -> SOV target with postpositions by default);
 2. ``subword``  train a joint sentencepiece BPE model and encode the corpus with exact word maps;
@@ -22,85 +22,71 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import logging
 import os
 import platform
 import sys
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from xlpe import __version__
+from xlpe.config import add_config_arguments, add_dataclass_arguments, build, merge_sources, option
+from xlpe.errors import ConfigError
 from xlpe.experiments.cache import digest, file_sig, run_stage, run_stages
+from xlpe.experiments.nmt_runs import run_system
+from xlpe.experiments.stages import SPLITS, align_stage, corpus_ranks, preorder_stage, subword_stage, synth_stage
+from xlpe.experiments.systems import SYSTEMS, pe_list
+from xlpe.io import read_alignments
 from xlpe.io.atomic import atomic_write
+from xlpe.runtime import versions
 
-log = logging.getLogger("xlpe.demo")
+#: what ``stages`` may name (synth and subword always run: everything else reads them)
+STAGES = ("synth", "subword", "stats", "align", "preorder", "nmt")
 
 
 @dataclass
 class DemoConfig:
-    out: str = "demo-out"
-    profile: str = "sov"
-    seed: int = 1
-    train: int = 20000
-    dev: int = 500
-    test: int = 500
-    vocab_size: int = 1000
-    preorder_sentences: int = 5000
-    preorder_iterations: int = 3
-    nmt_pe: list[str] = field(default_factory=lambda: ["none", "ape", "rpe", "inxl", "headxl", "combination"])
-    nmt_preset: str = "tiny"
-    nmt_d_model: int = 96
-    nmt_layers: int = 2
-    nmt_updates: int = 300
-    nmt_max_tokens: int = 2000
-    nmt_lr: float = 2e-3
-    beam: int = 4
-    threads: int = 1
-    jobs: int = 2
-    force: bool = False
-    stages: list[str] = field(default_factory=lambda: list(STAGES))
+    """The demo's options (``xlpe demo --help``; a TOML ``[demo]`` table via ``--config``)."""
+
+    out: str = option("demo-out", "output folder (stages are cached here; rerun resumes)")
+    profile: str = option("sov", "target word-order profile of the built-in pair (sov, v2, svo-flip, identity)")
+    seed: int = option(1, "seed of data generation and training")
+    train: int = option(20000, "training pairs")
+    dev: int = option(500, "development pairs")
+    test: int = option(500, "test pairs")
+    vocab_size: int = option(1000, "joint subword vocabulary size")
+    preorder_sentences: int = option(5000, "training sentences of the BTG preorderer")
+    preorder_iterations: int = option(3, "BTG training iterations")
+    nmt_pe: list[str] = option(help=f"systems to compare: {', '.join(SYSTEMS)}, or encodings joined with '+' "
+                                    "(e.g. ape+rpe)",
+                               factory=lambda: ["none", "ape", "rpe", "inxl", "headxl", "combination"])
+    nmt_preset: str = option("tiny", "model preset of the demo NMT models")
+    nmt_d_model: int = option(96, "model width of the demo NMT models")
+    nmt_layers: int = option(2, "encoder and decoder layers")
+    nmt_updates: int = option(300, "training updates per NMT model")
+    nmt_max_tokens: int = option(2000, "tokens per batch")
+    nmt_lr: float = option(2e-3, "peak learning rate")
+    beam: int = option(4, "beam size for the test translations")
+    threads: int = option(1, "torch CPU threads per NMT model")
+    jobs: int = option(2, "NMT models trained at once, in separate processes (2 on a 2-core machine)")
+    force: bool = option(False, "rerun every stage even when cached")
+    stages: list[str] = option(help="stages to run, in order (synth and subword always run)", factory=lambda: list(STAGES))
 
 
 # ------------------------------------------------------------------------------------------ stages
-def stage_synth(cfg: DemoConfig, out: Path) -> dict:
-    from xlpe.data.synthetic import SyntheticConfig, synth
-    scfg = SyntheticConfig(profile=cfg.profile, seed=cfg.seed)
-    params = {"synthetic": scfg.to_dict(), "sizes": [cfg.train, cfg.dev, cfg.test]}
-
-    def fn(d: Path) -> dict:
-        paths = synth(d, scfg, sizes={"train": cfg.train, "dev": cfg.dev, "test": cfg.test})
-        return {"paths": {k: str(v) for k, v in paths.items()} if isinstance(paths, dict) else str(paths)}
-    return run_stage(out, "synth", params, fn, cfg.force)
-
-
-def stage_subword(cfg: DemoConfig, out: Path) -> dict:
-    from xlpe.data.subword import train_subwords
-    data = out / "synth"
-    params = {"vocab": cfg.vocab_size, "data": digest(file_sig(data / "train.src", data / "train.tgt"))}
-
-    def fn(d: Path) -> dict:
-        m = train_subwords([data / "train.src", data / "train.tgt"], d / "spm.model", vocab_size=cfg.vocab_size)
-        return {"model": str(d / "spm.model"), "vocab_size": m.vocab_size}
-    return run_stage(out, "subword", params, fn, cfg.force)
-
-
-def stage_stats(cfg: DemoConfig, out: Path) -> dict:
+def stats_stage(cfg: DemoConfig, out: Path, spm: str) -> dict:
     """Corpus statistics and the metric self-checks (each must hold exactly; a failure is a bug)."""
     from xlpe.data.subword import SubwordModel
     from xlpe.evaluate.aer import corpus_aer, sentence_aer
     from xlpe.evaluate.bleu import corpus_scores
     from xlpe.evaluate.reorder_metrics import corpus_reorder_scores
     from xlpe.io import Alignment, read_alignments, read_bitext, read_orders
-    from xlpe.reorder.oracle import lader_ranks
 
     data = out / "synth"
     params = {"data": digest(file_sig(*(data / f"{s}.{e}" for s in ("train", "test") for e in ("src", "tgt", "align", "order")))),
-              "spm": digest(file_sig(out / "subword" / "spm.model"))}
+              "spm": digest(file_sig(spm))}
 
     def fn(d: Path) -> dict:
-        sp = SubwordModel.load(out / "subword" / "spm.model")
+        sp = SubwordModel.load(spm)
         res: dict[str, Any] = {}
         for split in ("train", "test"):
             pairs = list(read_bitext(data / f"{split}.src", data / f"{split}.tgt"))
@@ -109,7 +95,7 @@ def stage_stats(cfg: DemoConfig, out: Path) -> dict:
             n_src = sum(len(s) for s, _ in pairs)
             n_tgt = sum(len(t) for _, t in pairs)
             pieces = sum(len(e.ids) for e in sp.encode_many(s for s, _ in pairs))
-            ranks = [lader_ranks(sorted(a.links), len(s), src_words=s) for (s, _), a in zip(pairs, als)]
+            ranks = corpus_ranks([s for s, _ in pairs], als)
             ident = corpus_reorder_scores([list(range(len(s))) for s, _ in pairs], ranks)
             gold = corpus_reorder_scores(orders, ranks)
             res[split] = {
@@ -150,93 +136,21 @@ def _plot_lengths(pairs, orders, path: Path) -> None:
     os.replace(tmp, path)
 
 
-def stage_align(cfg: DemoConfig, out: Path) -> dict:
-    """eflomal (grow-diag-final-and) over train+dev+test at once, as in the AER protocol; AER on test."""
-    from xlpe.align.eflomal import EflomalAligner
-    from xlpe.evaluate.aer import corpus_aer
-    from xlpe.io import read_alignments, read_bitext, write_alignments
-
-    data = out / "synth"
-    splits = ("train", "dev", "test")
-    params = {"data": digest(file_sig(*(data / f"{s}.{e}" for s in splits for e in ("src", "tgt")))),
-              "sym": "grow-diag-final-and"}
-
-    def fn(d: Path) -> dict:
-        pairs = {s: list(read_bitext(data / f"{s}.src", data / f"{s}.tgt")) for s in splits}
-        src = [p[0] for s in splits for p in pairs[s]]
-        tgt = [p[1] for s in splits for p in pairs[s]]
-        t0 = time.time()
-        als = EflomalAligner(sym="grow-diag-final-and", quiet=True).align(src, tgt)
-        secs = time.time() - t0
-        res: dict[str, Any] = {"align_seconds": round(secs, 1), "pairs": len(src)}
-        k = 0
-        for s in splits:
-            n = len(pairs[s])
-            write_alignments(d / f"{s}.align", als[k:k + n], 0)
-            gold = list(read_alignments(data / f"{s}.align", 0))
-            sc = corpus_aer(als[k:k + n], gold)
-            res[s] = {"aer": sc.aer, "precision": sc.precision, "recall": sc.recall}
-            k += n
-        return res
-    return run_stage(out, "align", params, fn, cfg.force)
-
-
-def stage_preorder(cfg: DemoConfig, out: Path) -> dict:
-    """Train the BTG preorderer on eflomal alignments of the training data; score its test orders."""
+def _reference_orders(paths: dict, eflomal_test: str, gold_test: list) -> dict:
+    """Kendall τ / chunk of two reference orders of the test set against the gold-alignment ranks: the oracle
+    order of the eflomal alignments and the generator's gold order (1.0 by construction)."""
     from xlpe.evaluate.reorder_metrics import corpus_reorder_scores
-    from xlpe.io import read_alignments, read_orders, read_sentences
-    from xlpe.io.orders import write_orders
-    from xlpe.reorder.btg import BTGConfig, BTGPreorderer
-    from xlpe.reorder.oracle import lader_ranks, order_from_ranks
+    from xlpe.io import read_orders, read_sentences
+    from xlpe.reorder.oracle import order_from_ranks
 
-    data = out / "synth"
-    params = {"n": cfg.preorder_sentences, "its": cfg.preorder_iterations, "seed": cfg.seed,
-              "align": digest(file_sig(out / "align" / "train.align", data / "train.src", data / "test.src"))}
-
-    def fn(d: Path) -> dict:
-        train_src = list(read_sentences(data / "train.src"))[: cfg.preorder_sentences]
-        train_al = list(read_alignments(out / "align" / "train.align", 0))[: len(train_src)]
-        ranks = [lader_ranks(sorted(a.links), len(s), src_words=s) for s, a in zip(train_src, train_al)]
-        model = BTGPreorderer(BTGConfig(seed=cfg.seed))
-        t0 = time.time()
-        hist = model.train(train_src, ranks, iterations=cfg.preorder_iterations, progress=False)
-        train_s = time.time() - t0
-        model.save(d / "model")
-        res: dict[str, Any] = {"train_sentences": len(train_src), "iterations": len(hist),
-                               "seconds_per_iteration": round(train_s / max(1, len(hist)), 1)}
-        for split in ("train", "dev", "test"):
-            src = list(read_sentences(data / f"{split}.src"))
-            t0 = time.time()
-            orders = model.predict_many(src, processes=1)
-            speed = len(src) / (time.time() - t0)
-            write_orders(d / f"{split}.order", orders)
-            if split != "test":
-                continue
-            gold_al = list(read_alignments(data / "test.align", 0))
-            gold_ranks = [lader_ranks(sorted(a.links), len(s), src_words=s) for s, a in zip(src, gold_al)]
-            efl = list(read_alignments(out / "align" / "test.align", 0))
-            efl_orders = [order_from_ranks(lader_ranks(sorted(a.links), len(s), src_words=s)) for s, a in zip(src, efl)]
-            res["apply_sent_per_s"] = round(speed, 1)
-            res["test"] = {
-                "identity": corpus_reorder_scores([list(range(len(s))) for s in src], gold_ranks),
-                "btg": corpus_reorder_scores(orders, gold_ranks),
-                "eflomal_oracle": corpus_reorder_scores(efl_orders, gold_ranks),
-                "gold_order": corpus_reorder_scores(list(read_orders(data / "test.order")), gold_ranks),
-            }
-        return res
-    return run_stage(out, "preorder", params, fn, cfg.force)
+    src = list(read_sentences(paths["test_src"]))
+    granks = corpus_ranks(src, gold_test)
+    efl = [order_from_ranks(r) for r in corpus_ranks(src, list(read_alignments(eflomal_test, 0)))]
+    return {"eflomal_oracle": corpus_reorder_scores(efl, granks),
+            "gold_order": corpus_reorder_scores(list(read_orders(paths["test_order"])), granks)}
 
 
-#: demo system name -> source position encodings (``+`` joins several in --nmt-pe)
-DEMO_SYSTEMS = {"none": ["none"], "ape": ["ape"], "rpe": ["ape", "rpe"], "inxl": ["inxl"],
-                "headxl": ["ape", "headxl"], "combination": ["ape", "combination"]}
-
-
-def _pe_list(name: str) -> list[str]:
-    return DEMO_SYSTEMS.get(name, name.split("+"))
-
-
-def stage_nmt(cfg: DemoConfig, out: Path) -> dict:
+def nmt_stage(cfg: DemoConfig, out: Path, spm: str, orders: dict[str, str]) -> dict:
     """Train one small Transformer per source position encoding; score each on the test set.
 
     Every model sees the same data, subwords, seed and number of updates. XL models (InXL, HeadXL,
@@ -247,13 +161,10 @@ def stage_nmt(cfg: DemoConfig, out: Path) -> dict:
     """
     from xlpe.data.subword import SubwordModel
     from xlpe.evaluate.bleu import paired_bootstrap
-    from xlpe.experiments.xl_pe import run_system
     from xlpe.io import read_alignments
     from xlpe.io.text import read_lines
 
     data = out / "synth"
-    spm = out / "subword" / "spm.model"
-    pre = out / "preorder"
     results: dict[str, Any] = {}
     d = cfg.nmt_d_model
     model = dict(preset=cfg.nmt_preset, share_embeddings=True, d_model=d, n_heads=4, d_ff=4 * d,
@@ -261,21 +172,20 @@ def stage_nmt(cfg: DemoConfig, out: Path) -> dict:
     train_opts = dict(lr=cfg.nmt_lr, warmup=min(200, cfg.nmt_updates // 4), max_tokens=cfg.nmt_max_tokens,
                       max_updates=cfg.nmt_updates, save_every=max(100, cfg.nmt_updates // 3), clip_norm=1.0)
     gold = {"src": str(data / "test.src"), "tgt": str(data / "test.tgt"),
-            "alignments": list(read_alignments(data / "test.align", 0)), "orders": str(pre / "test.order")}
+            "alignments": list(read_alignments(data / "test.align", 0)), "orders": orders["test"]}
     tasks = []
     for name in cfg.nmt_pe:
-        pe = _pe_list(name)
+        pe = pe_list(name)
         want_aer = name not in ("none", "rpe")
         params = {"model": model, "pe": pe, "train": train_opts, "seed": cfg.seed, "beam": cfg.beam,
                   "aer": want_aer, "threads": cfg.threads, "vocab": SubwordModel.load(spm).vocab_size,
-                  "data": digest(file_sig(data / "train.src", data / "train.tgt", spm, pre / "train.order",
-                                          pre / "test.order"))}
+                  "data": digest(file_sig(data / "train.src", data / "train.tgt", spm, orders["train"],
+                                          orders["test"]))}
         fn = functools.partial(
             run_system, pe=pe, pe_options={}, encoder_free=False, seed=cfg.seed, model=model, train_opts=train_opts,
             spm=str(spm), train_src=str(data / "train.src"), train_tgt=str(data / "train.tgt"),
-            dev_src=str(data / "dev.src"), dev_tgt=str(data / "dev.tgt"), train_orders=str(pre / "train.order"),
-            dev_orders=str(pre / "dev.order"),
-            tests={"test": (str(data / "test.src"), str(data / "test.tgt"), str(pre / "test.order"))},
+            dev_src=str(data / "dev.src"), dev_tgt=str(data / "dev.tgt"), train_orders=orders["train"],
+            dev_orders=orders["dev"], tests={"test": (str(data / "test.src"), str(data / "test.tgt"), orders["test"])},
             beam=cfg.beam, lenpen=0.6, threads=cfg.threads, gold=gold if want_aer else None)
         tasks.append((out / "nmt", name, params, fn))
     for name, r in zip(cfg.nmt_pe, run_stages(tasks, cfg.jobs, cfg.force)):
@@ -316,16 +226,6 @@ def _plot_nmt(results: dict, path: Path) -> None:
     os.replace(tmp, path)
 
 
-STAGES: dict[str, Callable[[DemoConfig, Path], dict]] = {
-    "synth": stage_synth,
-    "subword": stage_subword,
-    "stats": stage_stats,
-    "align": stage_align,
-    "preorder": stage_preorder,
-    "nmt": stage_nmt,
-}
-
-
 # ------------------------------------------------------------------------------------------ report
 def _report(cfg: DemoConfig, results: dict) -> str:
     lines = [f"# xlpe demo — built-in `{cfg.profile}` pair, seed {cfg.seed}", ""]
@@ -352,18 +252,18 @@ def _report(cfg: DemoConfig, results: dict) -> str:
         lines += ["", f"## Word alignment (eflomal, grow-diag-final-and, {al['pairs']} pairs, {al['align_seconds']:.0f} s)", "",
                   "| split | AER | precision | recall |", "|---|---|---|---|"]
         for split in ("train", "test"):
-            a = al[split]
+            a = al["aer"][split]
             lines.append(f"| {split} | {100 * a['aer']:.2f} | {100 * a['precision']:.2f} | {100 * a['recall']:.2f} |")
     po = results.get("preorder")
     if po:
         lines += ["", f"## Preordering (BTG, {po['train_sentences']} sentences x {po['iterations']} iterations, "
-                      f"{po['seconds_per_iteration']:.0f} s/iteration, {po['apply_sent_per_s']:.0f} sent/s; "
+                      f"{po['seconds_per_iteration']:.0f} s/iteration, {po['test_sent_per_s']:.0f} sent/s; "
                       "test, against gold-alignment ranks)", "",
                   "| order | Kendall τ | chunk |", "|---|---|---|"]
-        names = {"identity": "identity (source order)", "btg": "BTG preorderer (source only)",
+        names = {"test_identity": "identity (source order)", "test_btg": "BTG preorderer (source only)",
                  "eflomal_oracle": "oracle from eflomal alignments", "gold_order": "gold order"}
         for k, label in names.items():
-            r = po["test"][k]
+            r = po[k]
             lines.append(f"| {label} | {r['tau']:.4f} | {r['chunk']:.4f} |")
     nmt = results.get("nmt")
     if nmt:
@@ -385,7 +285,7 @@ def _report(cfg: DemoConfig, results: dict) -> str:
         if "_signatures" in nmt:
             lines += ["", "signatures: " + "; ".join(f"{k} `{v}`" for k, v in nmt["_signatures"].items())]
     lines += ["", "## Run", "", f"- command: `{' '.join(['xlpe'] + sys.argv[1:])}`",
-              f"- xlpe {__version__}, Python {platform.python_version()}, {platform.platform()}",
+              "- " + ", ".join(f"{k} {v}" for k, v in versions().items()) + f", {platform.platform()}",
               "- stage seconds: " + ", ".join(f"{k} {v.get('seconds', 0):.1f}" for k, v in results.items()
                                               if isinstance(v, dict) and "seconds" in v)]
     return "\n".join(lines) + "\n"
@@ -395,54 +295,44 @@ def demo(cfg: DemoConfig) -> dict:
     """Run (or resume) the demo; returns every number in a dict (also written to results.json)."""
     out = Path(cfg.out)
     (out / "plots").mkdir(parents=True, exist_ok=True)
-    results = {}
-    for name in cfg.stages:
-        if name not in STAGES:
-            from xlpe.errors import ConfigError
-            raise ConfigError(f"unknown demo stage {name!r} (expected one of {', '.join(STAGES)})")
-        results[name] = STAGES[name](cfg, out)
+    unknown = [s for s in cfg.stages if s not in STAGES]
+    if unknown:
+        raise ConfigError(f"unknown demo stage(s) {unknown} (expected some of {', '.join(STAGES)})")
+    want, results = set(cfg.stages), {}
+    paths = synth_stage(out, cfg.profile, cfg.seed, [cfg.train, cfg.dev, cfg.test], cfg.force)["paths"]
+    results["synth"] = {"paths": paths}
+    spm = subword_stage(out, [paths["train_src"], paths["train_tgt"]], cfg.vocab_size, cfg.force)
+    if "stats" in want:
+        results["stats"] = stats_stage(cfg, out, spm)
+    if want & {"align", "preorder", "nmt"}:
+        gold = {s: list(read_alignments(paths[f"{s}_align"], 0)) for s in SPLITS}
+        results["align"] = align_stage(out, {s: (paths[f"{s}_src"], paths[f"{s}_tgt"]) for s in SPLITS}, gold=gold,
+                                       force=cfg.force)
+    if want & {"preorder", "nmt"}:
+        pre = preorder_stage(out, train_src=paths["train_src"], train_align=results["align"]["paths"]["train"],
+                             splits={s: paths[f"{s}_src"] for s in SPLITS}, sentences=cfg.preorder_sentences,
+                             iterations=cfg.preorder_iterations, seed=cfg.seed, gold={"test": gold["test"]},
+                             force=cfg.force)
+        results["preorder"] = {**pre, **_reference_orders(paths, results["align"]["paths"]["test"], gold["test"])}
+    if "nmt" in want:
+        results["nmt"] = nmt_stage(cfg, out, spm, results["preorder"]["orders"])
     report = _report(cfg, results)
     with atomic_write(out / "report.md") as f:
         f.write(report)
     with atomic_write(out / "results.json") as f:
-        json.dump({"config": cfg.__dict__, "results": results}, f, indent=2, default=str)
+        json.dump({"config": cfg.__dict__, "results": results, "versions": versions()}, f, indent=2, default=str)
     return {"report": report, "results": results}
 
 
 def add_cli_arguments(p: argparse.ArgumentParser) -> None:
-    d = DemoConfig()
-    p.add_argument("--out", default=d.out, help="output folder (stages are cached here; rerun resumes)")
-    p.add_argument("--profile", default=d.profile, help="target word-order profile of the built-in pair (sov, v2, svo-flip, identity)")
-    p.add_argument("--seed", type=int, default=d.seed, help="seed of data generation and training")
-    p.add_argument("--train", type=int, default=d.train, help="training pairs")
-    p.add_argument("--dev", type=int, default=d.dev, help="development pairs")
-    p.add_argument("--test", type=int, default=d.test, help="test pairs")
-    p.add_argument("--vocab-size", type=int, default=d.vocab_size, help="joint subword vocabulary size")
-    p.add_argument("--preorder-sentences", type=int, default=d.preorder_sentences,
-                   help="training sentences of the BTG preorderer")
-    p.add_argument("--preorder-iterations", type=int, default=d.preorder_iterations, help="BTG training iterations")
-    p.add_argument("--nmt-pe", nargs="+", default=d.nmt_pe,
-                   help=f"systems to compare: {', '.join(DEMO_SYSTEMS)}, or encodings joined with '+' (e.g. ape+rpe)")
-    p.add_argument("--nmt-updates", type=int, default=d.nmt_updates, help="training updates per NMT model")
-    p.add_argument("--nmt-d-model", type=int, default=d.nmt_d_model, help="model width of the demo NMT models")
-    p.add_argument("--nmt-layers", type=int, default=d.nmt_layers, help="encoder and decoder layers")
-    p.add_argument("--nmt-max-tokens", type=int, default=d.nmt_max_tokens, help="tokens per batch")
-    p.add_argument("--beam", type=int, default=d.beam, help="beam size for the test translations")
-    p.add_argument("--threads", type=int, default=d.threads, help="torch CPU threads per NMT model")
-    p.add_argument("--jobs", type=int, default=d.jobs,
-                   help="NMT models trained at once, in separate processes (2 on a 2-core machine)")
-    p.add_argument("--stages", nargs="+", default=list(STAGES), help="stages to run, in order")
-    p.add_argument("--force", action="store_true", help="rerun every stage even when cached")
+    add_config_arguments(p, ("demo",))
+    add_dataclass_arguments(p, DemoConfig, prefix="demo.")
 
 
 def cli_main(args: argparse.Namespace) -> int:
-    cfg = DemoConfig(out=args.out, profile=args.profile, seed=args.seed, train=args.train, dev=args.dev,
-                     test=args.test, vocab_size=args.vocab_size, force=args.force, stages=args.stages,
-                     preorder_sentences=args.preorder_sentences, preorder_iterations=args.preorder_iterations,
-                     nmt_pe=args.nmt_pe, nmt_updates=args.nmt_updates, nmt_d_model=args.nmt_d_model,
-                     nmt_layers=args.nmt_layers, nmt_max_tokens=args.nmt_max_tokens, beam=args.beam,
-                     threads=args.threads, jobs=args.jobs)
+    cfg = build(DemoConfig, merge_sources(args, ("demo",))["demo"], "demo options")
     r = demo(cfg)
     print(r["report"])
-    print(f"report: {Path(cfg.out) / 'report.md'}   numbers: {Path(cfg.out) / 'results.json'}   plots: {Path(cfg.out) / 'plots'}")
+    print(f"report: {Path(cfg.out) / 'report.md'}   numbers: {Path(cfg.out) / 'results.json'}   "
+          f"plots: {Path(cfg.out) / 'plots'}")
     return 0

@@ -1,0 +1,170 @@
+"""One NMT run of a recipe: train a model (resuming from its checkpoints), translate the test sets, score BLEU /
+chrF, and optionally align the gold set from attention (SPEC §4.6); and the interleaved cost measurement that
+compares systems' training speed on one machine."""
+
+from __future__ import annotations
+
+import csv
+import logging
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from xlpe.errors import ConfigError
+from xlpe.experiments.stages import read_text
+from xlpe.io.atomic import atomic_write
+
+log = logging.getLogger("xlpe.experiments")
+
+#: the stopping rules of a recipe's [train] table (the per-run budget)
+STOPS = ("max_updates", "max_epochs", "max_time_minutes")
+
+
+def _median_tokens_per_s(run_dir: Path) -> float | None:
+    log_file = run_dir / "train_log.csv"
+    if not log_file.exists():
+        return None
+    with open(log_file, newline="") as f:
+        vals = [float(r["tokens_per_s"]) for r in csv.DictReader(f) if r.get("tokens_per_s")]
+    return round(statistics.median(vals), 1) if vals else None
+
+
+def run_system(run_dir: Path, *, pe: list[str], pe_options: dict, encoder_free: bool, seed: int,
+               model: dict, train_opts: dict, spm: str, train_src: str, train_tgt: str, dev_src: str | None,
+               dev_tgt: str | None, train_orders: str | None, dev_orders: str | None,
+               tests: dict[str, tuple[str, str, str | None]], beam: int, lenpen: float, threads: int,
+               noise: float = 0.0, gold: dict | None = None, attention_layer: int = -2,
+               attention_merge: str = "any") -> dict:
+    """Train one model (resuming from its checkpoints), translate every test set, and score it.
+
+    ``tests`` maps a name to ``(source, reference, predicted orders or None)``. ``gold`` (optional) is
+    ``{src, tgt, alignments (list of Alignment), orders}``: with it the run also reports the AER / P / R of
+    alignments extracted from its attention (SPEC §4.6).
+    """
+    import torch
+
+    from xlpe.data.subword import SubwordModel
+    from xlpe.evaluate.bleu import corpus_scores
+    from xlpe.infer.translate import translate_lines
+    from xlpe.io.orders import invert_order, read_orders
+    from xlpe.nn.transformer import count_parameters
+    from xlpe.train.trainer import train
+
+    sw = SubwordModel.load(spm)
+    mcfg, tcfg, dcfg, uses_xl = _train_configs(
+        run_dir / "train", pe=pe, pe_options=pe_options, encoder_free=encoder_free, seed=seed, model=model,
+        train_opts=train_opts, spm=spm, train_src=train_src, train_tgt=train_tgt, dev_src=dev_src,
+        dev_tgt=dev_tgt, train_orders=train_orders, dev_orders=dev_orders, threads=threads, noise=noise)
+    opts = mcfg.pe_options
+    t0 = time.time()
+    res = train(mcfg, tcfg, dcfg)
+    train_s = time.time() - t0
+    net = res.model.eval()
+    out: dict[str, Any] = {"pe": pe, "pe_options": opts, "encoder_free": encoder_free, "seed": seed, "threads": threads,
+                           "updates": res.step, "stop_reason": res.stop_reason, "params": count_parameters(net),
+                           "train_seconds": round(train_s, 1),
+                           "tokens_per_s": _median_tokens_per_s(run_dir / "train"), "tests": {}}
+    for name, (src, ref, orders) in tests.items():
+        lines = read_text(src)
+        ch = {"xl": [invert_order(o) for o in read_orders(orders)]} if uses_xl else None
+        t0 = time.time()
+        with torch.inference_mode():
+            hyps = translate_lines(net, sw, lines, beam=beam, lenpen=lenpen, batch_size=64, channels=ch)
+        dec_s = time.time() - t0
+        hyp_path = run_dir / f"{name}.hyp"
+        with atomic_write(hyp_path) as f:
+            f.writelines(h + "\n" for h in hyps)
+        sc = corpus_scores(hyps, read_text(ref))
+        out["tests"][name] = {"bleu": sc["bleu"].score, "chrf": sc["chrf"].score, "hyp": str(hyp_path),
+                              "decode_sent_per_s": round(len(lines) / max(dec_s, 1e-9), 1),
+                              "signature": sc["bleu"].signature}
+    if gold is not None:
+        from xlpe.evaluate.aer import corpus_aer
+        from xlpe.infer.attention_align import align_from_model
+        ckpt = res.last_checkpoint
+        if not -mcfg.dec_layers <= attention_layer < mcfg.dec_layers:
+            log.warning("attention layer %d does not exist in a %d-layer decoder; using the last layer",
+                        attention_layer, mcfg.dec_layers)
+            attention_layer = -1
+        hyp_al = align_from_model(ckpt, read_text(gold["src"]), read_text(gold["tgt"]), layer=attention_layer,
+                                  merge=attention_merge, orders=gold["orders"] if uses_xl else None,
+                                  device="cpu")
+        sc = corpus_aer(hyp_al, gold["alignments"])
+        out["attention_alignment"] = {"aer": sc.aer, "precision": sc.precision, "recall": sc.recall,
+                                      "layer": attention_layer, "merge": attention_merge}
+    return out
+
+
+def _train_configs(train_dir: Path, *, pe: list[str], pe_options: dict, encoder_free: bool, seed: int, model: dict,
+                   train_opts: dict, spm: str, train_src: str, train_tgt: str, dev_src: str | None = None,
+                   dev_tgt: str | None = None, train_orders: str | None = None, dev_orders: str | None = None,
+                   threads: int = 1, noise: float = 0.0):
+    """The model, training and data configs of one recipe run, and whether the model reads XL indices."""
+    from xlpe.data.subword import SubwordModel
+    from xlpe.nn.positions import required_inputs
+    from xlpe.nn.config import TransformerConfig
+    from xlpe.train.config import DataConfig, TrainConfig
+
+    m = dict(model)
+    preset = m.pop("preset", "small")
+    opts = {k: v for k, v in pe_options.items() if k in _declared_options(pe)}
+    mcfg = TransformerConfig.from_preset(preset, **{**m, "src_vocab_size": SubwordModel.load(spm).vocab_size,
+                                                    "pe": pe, "pe_options": opts, "encoder_free": encoder_free})
+    uses_xl = "xl" in required_inputs(mcfg)
+    tcfg = TrainConfig(**{"log_every": 50, "progress": sys.stderr.isatty(), "threads": threads,
+                          "validate_every": 0, "keep_last": 1, **train_opts, "out": str(train_dir),
+                          "seed": seed, "resume": "auto"})
+    dcfg = DataConfig(train_src=train_src, train_tgt=train_tgt, dev_src=dev_src, dev_tgt=dev_tgt,
+                      subword_model=spm, train_orders=train_orders if uses_xl else None,
+                      dev_orders=dev_orders if uses_xl and dev_src else None,
+                      train_orders_noise=noise if uses_xl else 0.0, noise_seed=seed)
+    return mcfg, tcfg, dcfg, uses_xl
+
+
+def measure_cost(out_dir: Path, systems: dict[str, tuple[list[str], dict]], *, model: dict, train_opts: dict,
+                 spm: str, train_src: str, train_tgt: str, train_orders: str | None, threads: int, rounds: int,
+                 updates: int, seed: int = 1) -> dict:
+    """Training speed of each system relative to the first, measured in interleaved rounds.
+
+    ``systems`` maps a name to ``(pe, pe_options)``; the first is the reference. Every system trains with the
+    recipe's own model, optimiser, batches and data, through :func:`xlpe.train.trainer.train`. Round ``r``
+    takes every system in turn from update ``r·updates`` to ``(r+1)·updates``, resuming its checkpoint, so
+    that all systems meet the same machine noise. Round 0 is warm-up and is not counted. The tokens/s of a
+    round is the trainer's own figure for that round's second half, which excludes model loading and
+    checkpoint writing. Each system gets the median of its per-round tokens/s and of its per-round ratio
+    to the reference. All systems see the same batches, since they share the seed.
+    """
+    from xlpe.train.trainer import train
+
+    if rounds < 1 or updates < 2:
+        raise ConfigError("the cost measurement needs cost_rounds >= 1 and cost_updates >= 2")
+    opts = {k: v for k, v in train_opts.items() if k not in STOPS + ("save_every", "log_every")}
+    tps: dict[str, list[float]] = {n: [] for n in systems}
+    for r in range(rounds + 1):
+        for name, (pe, pe_options) in systems.items():
+            mcfg, tcfg, dcfg, _ = _train_configs(
+                out_dir / name, pe=pe, pe_options=pe_options, encoder_free=False, seed=seed, model=model,
+                train_opts={**opts, "max_updates": (r + 1) * updates, "save_every": updates,
+                            "log_every": updates // 2, "keep_last": 1, "cache_data": True, "progress": False},
+                spm=spm, train_src=train_src, train_tgt=train_tgt, train_orders=train_orders, threads=threads)
+            train(mcfg, tcfg, dcfg)
+            if r:
+                with open(out_dir / name / "train_log.csv", newline="") as f:
+                    row = [x for x in csv.DictReader(f) if int(x["step"]) == (r + 1) * updates]
+                tps[name].append(float(row[-1]["tokens_per_s"]))
+    ref = next(iter(systems))
+    out = {"rounds": rounds, "updates": updates, "threads": threads, "reference": ref, "systems": {}}
+    for name, v in tps.items():
+        ratios = [a / b for a, b in zip(v, tps[ref])]
+        out["systems"][name] = {"tokens_per_s": [round(x, 1) for x in v],
+                                "tokens_per_s_median": round(statistics.median(v), 1),
+                                "relative_speed": round(statistics.median(ratios), 4),
+                                "relative_speed_per_round": [round(x, 4) for x in ratios]}
+    return out
+
+
+def _declared_options(pe: list[str]) -> set[str]:
+    from xlpe.nn.positions import ENCODINGS
+    return {k for n in pe for k in ENCODINGS[n].options}

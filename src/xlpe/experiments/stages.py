@@ -1,0 +1,230 @@
+"""The stages every recipe shares, each cached by content and resumable (:mod:`xlpe.experiments.cache`):
+the built-in data, subwords, statistical alignment, the BTG preorderer. ``xlpe demo`` and every
+``xlpe experiment`` are short compositions of these plus their own runs (:mod:`xlpe.experiments.nmt_runs`)
+and report; a new recipe adds stages, not copies.
+
+Each function takes the recipe's output folder and returns the stage's result dict (paths and numbers); a
+stage runs again only when its parameters (file contents included) change.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from xlpe.errors import ConfigError
+from xlpe.experiments.cache import file_sig, run_stage
+from xlpe.io.atomic import atomic_write
+
+log = logging.getLogger("xlpe.experiments")
+
+
+def read_text(path) -> list[str]:
+    """The lines of a text file (validated UTF-8, no line ends)."""
+    from xlpe.io.text import read_lines
+    return [t for _, t in read_lines(path)]
+
+SPLITS = ("train", "dev", "test")
+
+
+@dataclass
+class DataSpec:
+    """A recipe's ``[data]`` table: the built-in pair (``builtin``: a synthetic profile) or the file paths."""
+
+    builtin: str = ""                      # synthetic profile (sov, v2, svo-flip, identity); "" = files below
+    builtin_sizes: list[int] = field(default_factory=lambda: [20000, 500, 500])   # train, dev, test pairs
+    train_src: str = ""
+    train_tgt: str = ""
+    dev_src: str = ""
+    dev_tgt: str = ""
+    test_src: str = ""
+    test_tgt: str = ""
+    extra_tests: dict[str, list[str]] = field(default_factory=dict)   # name -> [src, tgt]
+    train_align: str = ""                  # Pharaoh alignments of the training pairs (0-based); "" = eflomal
+    gold_src: str = ""                     # gold alignment set for Table 3 (built-in: the test set)
+    gold_tgt: str = ""
+    gold_align: str = ""
+    gold_base: int = 1
+    gold_reverse: bool = False             # gold file is tgt-src (e.g. the De-En RWTH file for En->De)
+    exclude_gold: bool = True              # drop training pairs whose source or target is a gold sentence
+    align_lowercase: bool = True           # lowercase for eflomal (the gold-AER protocol)
+
+
+
+
+def synth_stage(out: Path, profile: str, seed: int, sizes: Sequence[int], force: bool = False) -> dict:
+    """The built-in synthetic pair (``sizes`` = train, dev, test pairs): the paths of every split's files."""
+    from xlpe.data.synthetic import SyntheticConfig, synth
+
+    scfg = SyntheticConfig(profile=profile, seed=seed)
+    params = {"synthetic": scfg.to_dict(), "sizes": list(sizes)}
+
+    def fn(d: Path) -> dict:
+        synth(d, scfg, sizes=dict(zip(SPLITS, sizes)))
+        return {"paths": {f"{s}_{ext}": str(d / f"{s}.{ext}") for s in SPLITS
+                          for ext in ("src", "tgt", "align", "order")}}
+    return run_stage(out, "synth", params, fn, force)
+
+
+def data_stage(out: Path, d: DataSpec, seed: int = 1) -> dict:
+    """Paths of every split (synthesised for the built-in pair, with ``seed``), training pairs minus gold
+    sentences (``exclude_gold``)."""
+    if d.builtin:            # the generator's gold alignments of the test set are the gold set
+        p = synth_stage(out, d.builtin, seed, d.builtin_sizes)["paths"]
+        return {"paths": {**{k: v for k, v in p.items() if k.endswith(("_src", "_tgt"))}, "gold_src": p["test_src"],
+                          "gold_tgt": p["test_tgt"], "gold_align": p["test_align"]},
+                "gold_base": 0, "gold_reverse": False, "extra_tests": {}, "excluded": 0}
+
+    inputs = [d.train_src, d.train_tgt] + [p for p in (d.gold_src, d.gold_tgt) if p]
+    params = {"data": dataclasses.asdict(d), "files": file_sig(*inputs)}
+    if d.exclude_gold and d.gold_src:
+        params["exclude"] = "source or target"     # a pair goes when either side is a gold sentence
+
+    def fn(sd: Path) -> dict:
+        paths = {k: getattr(d, k) for k in ("train_src", "train_tgt", "dev_src", "dev_tgt", "test_src", "test_tgt",
+                                            "gold_src", "gold_tgt", "gold_align")}
+        excluded = 0
+        if d.exclude_gold and d.gold_src:
+            # either side: Europarl repeats boilerplate ("Die Abstimmung findet morgen um 12.00 Uhr statt .")
+            # under other English wordings, and a gold target in training leaks the test reference
+            gold_src = set(read_text(d.gold_src))
+            gold_tgt = set(read_text(d.gold_tgt)) if d.gold_tgt else set()
+            src, tgt = read_text(d.train_src), read_text(d.train_tgt)
+            if len(src) != len(tgt):
+                raise ConfigError(f"{d.train_src} has {len(src)} lines but {d.train_tgt} has {len(tgt)}")
+            keep = [i for i, (s, t) in enumerate(zip(src, tgt)) if s not in gold_src and t not in gold_tgt]
+            excluded = len(src) - len(keep)
+            if excluded:
+                for side, lines in (("src", src), ("tgt", tgt)):
+                    with atomic_write(sd / f"train.{side}") as f:
+                        f.writelines(lines[i] + "\n" for i in keep)
+                paths.update(train_src=str(sd / "train.src"), train_tgt=str(sd / "train.tgt"))
+                if d.train_align:
+                    al = read_text(d.train_align)
+                    with atomic_write(sd / "train.align") as f:
+                        f.writelines(al[i] + "\n" for i in keep)
+        log.info("data: %d training pairs removed because their source or target is a gold sentence", excluded)
+        return {"paths": paths, "gold_base": d.gold_base, "gold_reverse": d.gold_reverse,
+                "extra_tests": dict(d.extra_tests), "excluded": excluded,
+                "train_align": str(sd / "train.align") if (excluded and d.train_align) else d.train_align}
+    return run_stage(out, "data", params, fn)
+
+
+def subword_stage(out: Path, files: Sequence[str | Path], vocab_size: int, force: bool = False) -> str:
+    """A joint sentencepiece model trained on ``files``; returns its path."""
+    params = {"vocab": vocab_size, "files": file_sig(*files)}
+
+    def fn(d: Path) -> dict:
+        from xlpe.data.subword import train_subwords
+        m = train_subwords(list(files), d / "spm.model", vocab_size=vocab_size)
+        return {"model": str(d / "spm.model"), "vocab_size": m.vocab_size}
+    return run_stage(out, "subword", params, fn, force)["model"]
+
+
+def align_stage(out: Path, splits: Mapping[str, tuple[str, str]], *, lowercase: bool = False,
+                gold: Mapping[str, Sequence] | None = None, sym: str = "grow-diag-final-and",
+                force: bool = False) -> dict:
+    """eflomal + symmetrisation over the sentence pairs of every split at once (the AER protocol aligns the
+    gold sentences together with the training data); writes ``<split>.align`` (0-based) and scores the
+    splits that have ``gold`` alignments. Returns ``{"paths": {split: file}, "aer": {split: {aer, precision,
+    recall}}, "pairs", "align_seconds"}``."""
+    params = {"files": file_sig(*(p for pair in splits.values() for p in pair)), "lower": lowercase, "sym": sym}
+
+    def fn(d: Path) -> dict:
+        from xlpe.align.eflomal import EflomalAligner
+        from xlpe.evaluate.aer import corpus_aer
+        from xlpe.io import read_bitext, write_alignments
+
+        pairs = {s: list(read_bitext(*splits[s])) for s in splits}
+        low = (lambda ws: [w.lower() for w in ws]) if lowercase else (lambda ws: ws)
+        src = [low(p[0]) for s in splits for p in pairs[s]]
+        tgt = [low(p[1]) for s in splits for p in pairs[s]]
+        t0 = time.time()
+        als = EflomalAligner(sym=sym, quiet=True).align(src, tgt)
+        res: dict[str, Any] = {"align_seconds": round(time.time() - t0, 1), "pairs": len(src), "paths": {},
+                               "aer": {}}
+        k = 0
+        for s in splits:
+            n = len(pairs[s])
+            res["paths"][s] = str(d / f"{s}.align")
+            write_alignments(d / f"{s}.align", als[k:k + n], 0)
+            if gold and s in gold:
+                res["aer"][s] = corpus_aer(als[k:k + n], gold[s]).to_dict()
+            k += n
+        return res
+    return run_stage(out, "align", params, fn, force)
+
+
+def preorder_stage(out: Path, *, train_src: str, train_align: str, splits: Mapping[str, str], sentences: int = 0,
+                   iterations: int = 3, seed: int = 1, btg: Mapping[str, Any] | None = None,
+                   attach_null: str = "right", model: str = "", processes: int = 1,
+                   gold: Mapping[str, Sequence] | None = None, force: bool = False) -> dict:
+    """Train the BTG preorderer on ``sentences`` (0 = all) training sentences labelled by their alignments (or
+    load ``model``), predict the order of every split's source (``<split>.order``), and write the oracle orders
+    of the training data (``train.oracle.order``). Kendall τ / chunk against the training oracle, and against
+    the ``gold`` alignments of the splits that have them, beside the identity order.
+
+    ``attach_null``: unaligned source words in the training labels, ``right`` (lader) or ``free`` (no rank,
+    left out of the τ loss; needs a τ-only loss). The oracle orders always use ``right``.
+    """
+    btg = dict(btg or {})
+    if attach_null not in ("right", "free"):
+        raise ConfigError(f"attach_null must be 'right' or 'free', not {attach_null!r}")
+    params = {"files": file_sig(train_align, train_src, *splits.values()), "n": sentences, "its": iterations,
+              "btg": btg, "model": model, "seed": seed, "attach_null": attach_null}
+
+    def fn(d: Path) -> dict:
+        from xlpe.evaluate.reorder_metrics import corpus_reorder_scores
+        from xlpe.io import read_alignments, read_sentences
+        from xlpe.io.orders import write_orders
+        from xlpe.reorder.btg import BTGConfig, BTGPreorderer
+        from xlpe.reorder.oracle import order_from_ranks
+
+        src = list(read_sentences(train_src))
+        als = list(read_alignments(train_align, 0))
+        if len(als) != len(src):
+            raise ConfigError(f"{train_align} has {len(als)} lines for {len(src)} training sentences")
+        ranks = corpus_ranks(src, als)
+        write_orders(d / "train.oracle.order", [order_from_ranks(r) for r in ranks])
+        res: dict[str, Any] = {}
+        if model:
+            pre = BTGPreorderer.load(model)
+        else:
+            n = sentences or len(src)
+            pre = BTGPreorderer(BTGConfig(**{"seed": seed, **btg}))
+            labels = ranks[:n] if attach_null == "right" else corpus_ranks(src[:n], als[:n], attach_null=attach_null)
+            t0 = time.time()
+            hist = pre.train(src[:n], labels, iterations=iterations, progress=sys.stderr.isatty())
+            res.update(train_sentences=n, iterations=len(hist),
+                       seconds_per_iteration=round((time.time() - t0) / max(1, len(hist)), 1))
+            pre.save(d / "model")
+        orders: dict[str, str] = {}
+        for name, path in splits.items():
+            sents = list(read_sentences(path))
+            t0 = time.time()
+            pred = pre.predict_many(sents, processes=max(1, processes))
+            res[f"{name}_sent_per_s"] = round(len(sents) / max(time.time() - t0, 1e-9), 1)
+            orders[name] = str(d / f"{name}.order")
+            write_orders(orders[name], pred)
+            if name == "train":
+                res["train_vs_oracle"] = corpus_reorder_scores(pred, ranks)
+                res["train_identity"] = corpus_reorder_scores([list(range(len(s))) for s in sents], ranks)
+            if gold and name in gold:
+                granks = corpus_ranks(sents, gold[name])
+                res[f"{name}_btg"] = corpus_reorder_scores(pred, granks)
+                res[f"{name}_identity"] = corpus_reorder_scores([list(range(len(s))) for s in sents], granks)
+        return {**res, "orders": orders, "oracle_train": str(d / "train.oracle.order"),
+                "model": model or str(d / "model")}
+    return run_stage(out, "preorder", params, fn, force)
+
+
+def corpus_ranks(sources: Sequence[Sequence[str]], alignments: Sequence, attach_null: str = "right") -> list:
+    """lader oracle ranks (SPEC §5.2) of every sentence, from its alignment's links."""
+    from xlpe.reorder.oracle import lader_ranks
+    return [lader_ranks(sorted(a.links), len(s), src_words=s, attach_null=attach_null)
+            for s, a in zip(sources, alignments)]

@@ -1,0 +1,227 @@
+"""The report of ``xlpe experiment xl-pe``: per-system summaries over seeds, the Markdown tables of Ding et al.
+Tables 1, 3, 4 and Figures 3, 4, and their plots."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from xlpe.experiments.stages import read_text
+from xlpe.experiments.systems import LABELS
+from xlpe.runtime import versions
+
+if TYPE_CHECKING:  # pragma: no cover
+    from xlpe.experiments.xl_pe import XLConfig
+
+
+def _mean_std(xs: list[float]) -> tuple[float, float]:
+    if not xs:
+        return float("nan"), float("nan")
+    return statistics.fmean(xs), (statistics.stdev(xs) if len(xs) > 1 else 0.0)
+
+
+def _system_summary(cfg: XLConfig, runs: dict, name: str, base: str | None, refs: dict[str, list[str]]) -> dict:
+    """Mean ± std over seeds of one system; paired bootstrap (all seeds' outputs joined) against ``base``."""
+    from xlpe.evaluate.bleu import paired_bootstrap
+
+    e = cfg.experiment
+    rs = [runs[f"{name}/seed{s}"] for s in e.seeds if f"{name}/seed{s}" in runs]
+    if not rs:
+        return {}
+    out: dict[str, Any] = {"seeds": len(rs), "params": rs[0]["params"], "pe": rs[0]["pe"],
+                           "tokens_per_s": _mean_std([r["tokens_per_s"] for r in rs if r.get("tokens_per_s")])[0],
+                           "updates": _mean_std([r["updates"] for r in rs])[0], "tests": {}}
+    for test, ref in refs.items():
+        bleu = [r["tests"][test]["bleu"] for r in rs]
+        chrf = [r["tests"][test]["chrf"] for r in rs]
+        t = {"bleu": _mean_std(bleu), "chrf": _mean_std(chrf), "bleu_per_seed": bleu}
+        base_rs = [runs.get(f"{base}/seed{s}") for s in e.seeds] if base and base != name else []
+        pairs = [(r, b) for r, b in zip([runs.get(f"{name}/seed{s}") for s in e.seeds], base_rs) if r and b]
+        if pairs:
+            hyp = [h for r, _ in pairs for h in read_text(r["tests"][test]["hyp"])]
+            bhyp = [h for _, b in pairs for h in read_text(b["tests"][test]["hyp"])]
+            comps, _ = paired_bootstrap([("base", bhyp), ("sys", hyp)], ref * len(pairs),
+                                        n_samples=e.bootstrap_samples, seed=12345)
+            t["p_bleu"] = comps[1].p_values["BLEU"]
+            t["p_chrf"] = comps[1].p_values.get("chrF2")
+        out["tests"][test] = t
+    al = [r["attention_alignment"] for r in rs if "attention_alignment" in r]
+    if al:
+        out["alignment"] = {k: _mean_std([a[k] for a in al]) for k in ("aer", "precision", "recall")}
+    return out
+
+
+def summarise(cfg: XLConfig, results: dict, tables: set[str], tests: dict, tau0: int) -> dict:
+    """Every system's summary over seeds, and the points of Figures 3 and 4 (``tau0``: Table 1's HeadXL τ)."""
+    e, runs = cfg.experiment, results["runs"]
+    refs = {k: read_text(v[1]) for k, v in tests.items()}
+    names = {n.split("/")[0] for n in runs}
+    s: dict[str, Any] = {"systems": {}}
+    for n in sorted(names):
+        base = "ef-none" if n.startswith("ef-") else "baseline"
+        if n.startswith("ef-") and "ef-ape" in names:
+            base = "ef-ape"
+        s["systems"][n] = _system_summary(cfg, runs, n, base, refs)
+    cost = results.get("cost", {}).get("systems", {})
+    base_tps = s["systems"].get("baseline", {}).get("tokens_per_s")
+    for n, v in s["systems"].items():
+        if n in cost:
+            v["speed_vs_baseline"] = cost[n]["relative_speed"]
+            per_round = cost[n]["relative_speed_per_round"]
+            v["speed_vs_baseline_range"] = [min(per_round), max(per_round)]
+        elif base_tps and v.get("tokens_per_s") and not cost:
+            v["speed_vs_baseline"] = v["tokens_per_s"] / base_tps
+    s["fig3"] = ([(0, "baseline")] + [(t, "headxl" if t == tau0 else f"headxl-tau{t}") for t in e.taus if t > 0]
+                 if "fig3" in tables else [])
+    s["fig4"] = ([(0.0, e.noise_system)] + [(r, f"{e.noise_system}-noise{r:g}") for r in e.noise if r > 0]
+                 if "fig4" in tables and e.noise else [])
+    return s
+
+
+def _fmt(ms: tuple[float, float], seeds: int, scale: float = 1.0, digits: int = 2) -> str:
+    """``mean ± std``; the value alone for one seed (a std of one run is no spread)."""
+    m, sd = ms
+    return f"{scale * m:.{digits}f}" + (f" ± {scale * sd:.{digits}f}" if seeds > 1 else "")
+
+
+def render_report(cfg: XLConfig, results: dict, tables: set[str]) -> str:
+    e, s = cfg.experiment, results["summary"]
+    systems = s["systems"]
+    tests = list(next((v["tests"] for v in systems.values() if v), {}).keys())
+    L = [f"# XL PE experiment (Ding, Wang, Tao 2020), {len(e.seeds)} seed(s): {e.seeds}", "",
+         f"- data: {'built-in `' + cfg.data.builtin + '` pair' if cfg.data.builtin else cfg.data.train_src}; "
+         f"training pairs removed as gold sentences: {results['data'].get('excluded', 0)}",
+         f"- budget per run: {', '.join(f'{k}={v}' for k, v in cfg.train.items() if k.startswith('max_'))}; "
+         f"model: {cfg.model}",
+         f"- XL indices for training: {e.xl_train_source}; at test time: BTG preorderer on the source alone",
+         f"- significance: paired bootstrap ({e.bootstrap_samples} samples) of the outputs of all seeds joined, "
+         "against the baseline"]
+    pre = results["preorder"]
+    if "gold_btg" in pre:
+        L.append(f"- preorderer on the gold set (against gold-alignment ranks): τ {pre['gold_btg']['tau']:.4f} "
+                 f"(identity {pre['gold_identity']['tau']:.4f}), chunk {pre['gold_btg']['chunk']:.4f} "
+                 f"(identity {pre['gold_identity']['chunk']:.4f})")
+
+    def table(title, rows, base_label):
+        nonlocal L
+        L += ["", f"## {title}", "", "| system | params | " + " | ".join(f"{t} BLEU | p vs {base_label}" for t in tests)
+              + " | chrF | tok/s vs baseline |", "|---|---|" + "---|---|" * len(tests) + "---|---|"]
+        for label, n in rows:
+            v = systems.get(n)
+            if not v:
+                continue
+            cells = []
+            for t in tests:
+                tt = v["tests"][t]
+                p = tt.get("p_bleu")
+                cells += [_fmt(tt["bleu"], v["seeds"]), "—" if p is None else f"{p:.4f}"]
+            sp = v.get("speed_vs_baseline")
+            speed = "—" if sp is None else f"{sp:.2f}×"
+            lo_hi = v.get("speed_vs_baseline_range")
+            if lo_hi and n != "baseline":
+                speed += f" ({lo_hi[0]:.2f}–{lo_hi[1]:.2f})"
+            L.append(f"| {label} | {v['params']:,} | " + " | ".join(cells) +
+                     f" | {_fmt(v['tests'][tests[0]]['chrf'], v['seeds'])} | {speed} |")
+        c = results.get("cost")
+        if c and base_label == "baseline":
+            L += ["", f"tok/s vs baseline: measured apart, in {c['rounds']} interleaved rounds after a warm-up "
+                      f"round; each round trains every system for {c['updates']} updates in turn on this model and "
+                      f"data ({c['threads']} thread(s)); the median of the per-round ratios, and in brackets "
+                      "their range, which shows how noisy the machine was. Baseline: "
+                      f"{c['systems'][c['reference']]['tokens_per_s_median']:,.0f} tok/s."]
+        elif c:
+            L += ["", "tok/s vs baseline: not measured for this table."]
+        else:
+            # runs cached before runs recorded their thread count say "unrecorded"
+            threads = sorted({str(r.get("threads") or "unrecorded") for r in results["runs"].values()})
+            L += ["", "tok/s: median of each run's own training log relative to the baseline's"
+                  + (f"; runs used {' or '.join(threads)} threads" if len(threads) > 1 else "")
+                  + (f"; {e.jobs} runs shared the machine at a time" if e.jobs > 1 else "")
+                  + (", so this is a rough figure: set experiment.cost_rounds to measure it" if e.jobs > 1
+                     or len(threads) > 1 else "") + "."]
+    if "table1" in tables:
+        table("Table 1: translation quality", [(LABELS[n], n) for n in dict.fromkeys(["baseline"] + e.systems)],
+              "baseline")
+    if "fig3" in tables and s["fig3"]:
+        L += ["", "## Figure 3: BLEU vs τ (HeadXL)", "", "| τ | " + " | ".join(tests) + " |",
+              "|---|" + "---|" * len(tests)]
+        for t, n in s["fig3"]:
+            v = systems.get(n)
+            if v:
+                L.append(f"| {t} | " + " | ".join(_fmt(v["tests"][x]["bleu"], v["seeds"]) for x in tests) + " |")
+    if "table3" in tables:
+        rows = [(n, systems.get(n, {}).get("alignment")) for n in e.alignment_systems]
+        if any(a for _, a in rows):
+            L += ["", f"## Table 3: alignment from attention (decoder layer {e.attention_layer}, heads averaged, "
+                      f"merge `{e.attention_merge}`; gold set)", "",
+                  "| system | AER % | P % | R % |", "|---|---|---|---|"]
+            for n, a in rows:
+                if a:
+                    k = systems[n]["seeds"]
+                    L.append(f"| {n} | {_fmt(a['aer'], k, 100)} | {_fmt(a['precision'], k, 100)} | "
+                             f"{_fmt(a['recall'], k, 100)} |")
+            dg = results.get("diagonal_alignment")
+            if dg:
+                L.append(f"| reference: diagonal (position only, no model) | {100 * dg['aer']:.2f} | "
+                         f"{100 * dg['precision']:.2f} | {100 * dg['recall']:.2f} |")
+    if "table4" in tables and e.encoder_free:
+        table("Table 4: encoder-free model (RPE is not defined without an encoder, SPEC §4.7)",
+              [(f"encoder-free {n}", f"ef-{n}") for n in e.encoder_free], "no PE / APE")
+    if "fig4" in tables and s["fig4"]:
+        L += ["", f"## Figure 4: noise attack on the training indices ({e.noise_system})", "",
+              "Swaps are drawn per training sentence on its word-level order (SPEC §4.8); the last columns say "
+              "what that does to the training data (short sentences get no swap at a small ratio).", "",
+              "| noise ratio | " + " | ".join(tests) + " | swapped pairs / sentence | indices moved % "
+              "| sentences touched % |", "|---|" + "---|" * (len(tests) + 3)]
+        for r, n in s["fig4"]:
+            v = systems.get(n)
+            ns = s.get("fig4_noise", {}).get(f"{r:g}")
+            extra = (f" {ns['pairs_per_sentence']:.2f} | {100 * ns['indices_moved']:.1f} | "
+                     f"{100 * ns['sentences_touched']:.1f} |" if ns else " – | – | – |")
+            if v:
+                cells = " | ".join(_fmt(v["tests"][x]["bleu"], v["seeds"]) for x in tests)
+                L.append(f"| {r:g} | {cells} |" + extra)
+    sig = next((r["tests"][tests[0]]["signature"] for r in results["runs"].values()), None) if tests else None
+    L += ["", "## Run", "", f"- command: `{' '.join(['xlpe'] + sys.argv[1:])}`",
+          "- versions: " + ", ".join(f"{k} {v}" for k, v in versions().items())]
+    if sig:
+        L.append(f"- BLEU signature: `{sig}`")
+    return "\n".join(L) + "\n"
+
+
+def plot_figures(cfg: XLConfig, summary: dict, plots: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    systems = summary["systems"]
+    for key, xlabel, fname in (("fig3", "τ (XL heads)", "fig3_tau.png"), ("fig4", "noise ratio", "fig4_noise.png")):
+        pts = [(x, systems[n]) for x, n in summary.get(key, []) if systems.get(n)]
+        if len(pts) < 2:
+            continue
+        test = next(iter(pts[0][1]["tests"]))
+        fig, ax = plt.subplots(figsize=(4.5, 3.2))
+        ax.errorbar([x for x, _ in pts], [v["tests"][test]["bleu"][0] for _, v in pts],
+                    yerr=[v["tests"][test]["bleu"][1] for _, v in pts], marker="o", capsize=3)
+        ax.set(xlabel=xlabel, ylabel=f"BLEU ({test})", title=fname.split("_")[0].replace("fig", "Figure "))
+        fig.tight_layout()
+        tmp = plots / f".{fname}.tmp.png"
+        fig.savefig(tmp, dpi=110)
+        plt.close(fig)
+        os.replace(tmp, plots / fname)
+    names = [n for n in ["baseline"] + cfg.experiment.systems if systems.get(n)]
+    if names:
+        test = next(iter(systems[names[0]]["tests"]))
+        fig, ax = plt.subplots(figsize=(5.5, 3.2))
+        ax.bar(list(dict.fromkeys(names)), [systems[n]["tests"][test]["bleu"][0] for n in dict.fromkeys(names)],
+               yerr=[systems[n]["tests"][test]["bleu"][1] for n in dict.fromkeys(names)], capsize=4, color="#4878a8")
+        ax.set(ylabel=f"BLEU ({test})", title="Table 1")
+        ax.tick_params(axis="x", labelrotation=30)
+        fig.tight_layout()
+        tmp = plots / ".table1.tmp.png"
+        fig.savefig(tmp, dpi=110)
+        plt.close(fig)
+        os.replace(tmp, plots / "table1.png")
