@@ -62,7 +62,7 @@ def synth_stage(out: Path, profile: str, seed: int, sizes: Sequence[int], force:
     from xlpe.data.synthetic import SyntheticConfig, synth
 
     scfg = SyntheticConfig(profile=profile, seed=seed)
-    params = {"synthetic": scfg.to_dict(), "sizes": list(sizes)}
+    params = {"synthetic": scfg.to_dict(), "sizes": list(sizes), "result": 2}   # result: its layout
 
     def fn(d: Path) -> dict:
         synth(d, scfg, sizes=dict(zip(SPLITS, sizes)))
