@@ -48,7 +48,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from xlpe.data.batching import ParallelData, TokenBatchSampler, collate
+from xlpe.data.batching import TokenBatchSampler, collate
+from xlpe.data.corpus import ParallelData
 from xlpe.data.channels import ChannelSource, IterableSource, as_source
 from xlpe.data.subword import word_alignment_from_subword
 from xlpe.errors import ConfigError, FormatError

@@ -22,7 +22,8 @@ from typing import Iterable, Mapping, Sequence
 
 import torch
 
-from xlpe.data.batching import ParallelData, TokenBatchSampler, collate
+from xlpe.data.batching import TokenBatchSampler, collate
+from xlpe.data.corpus import ParallelData
 from xlpe.data.channels import ChannelSource, IterableSource, as_source
 from xlpe.data.subword import SubwordModel
 from xlpe.errors import ConfigError, FormatError

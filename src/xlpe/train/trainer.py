@@ -36,7 +36,8 @@ from typing import Any, Mapping
 
 import torch
 
-from xlpe.data.batching import ParallelData, TokenBatchSampler, collate
+from xlpe.data.batching import TokenBatchSampler, collate
+from xlpe.data.corpus import ParallelData
 from xlpe.data.channels import ChannelSource
 from xlpe.data.subword import PAD_ID, SubwordModel
 from xlpe.errors import ConfigError, XlpeError
