@@ -10,9 +10,9 @@ where the mean runs over the whole vocabulary V. This is the form of PyTorch's
 wrong classes instead: the two differ by O(ε/V).)
 
 Aux losses: a model called with ``return_aux=True`` returns a dict of scalar tensors (e.g. ``loss_dpe``, the
-DPE reordering MSE of SPEC §6.3). The training objective is ``loss + Σ_k w_k·aux_k`` with weights from
-:class:`xlpe.train.trainer.TrainConfig` (``aux_weights``); :func:`combine_losses` refuses an aux loss
-without a weight rather than silently ignoring or adding it.
+DPE reordering MSE of SPEC §6.3). The training objective is ``loss + Σ_k w_k·aux_k``: each position encoding
+declares its losses with default weights, :class:`xlpe.train.config.TrainConfig` (``aux_weights``) overrides
+them; :func:`combine_losses` refuses an aux loss without a weight rather than silently ignoring or adding it.
 """
 
 from __future__ import annotations
