@@ -182,6 +182,10 @@ def build(cls, values: Mapping[str, Any], source: str = "config"):
     extra = sorted(set(values) - valid)
     if extra:
         raise ConfigError(f"{source}: unknown key(s) {extra}; valid: {', '.join(sorted(valid))}")
+    values = dict(values)
+    for f in dataclasses.fields(cls):          # TOML and argparse give lists where a field holds a tuple
+        if f.name in values and isinstance(values[f.name], list) and typing.get_origin(_field_type(cls, f)) is tuple:
+            values[f.name] = tuple(values[f.name])
     try:
         return cls(**values)
     except TypeError as e:
