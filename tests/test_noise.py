@@ -53,3 +53,21 @@ def test_noise_stats_counts_what_the_attack_moves():
     lines = [list(range(n)) for n in (3, 7, 12, 25, 40)]
     moved = sum(sum(a != b for a, b in zip(p, swap_noise(p, 0.15, rng))) for p in lines)
     assert moved == round(noise_stats([len(p) for p in lines], 0.15)["indices_moved"] * sum(map(len, lines)))
+
+
+def test_effective_share_on_a_hand_made_corpus():
+    from xlpe.reorder.noise import noise_stats
+    lengths = [4, 6, 10]            # 20 indices; r=0.2 -> round(.8)=1, round(1.2)=1, round(2)=2 -> 0, 0, 1 pair
+    s = noise_stats(lengths, 0.2)
+    assert s["indices_moved"] == pytest.approx(2 / 20) and s["sentences_touched"] == pytest.approx(1 / 3)
+    assert noise_stats(lengths, 0.05)["indices_moved"] == 0.0      # the nominal 5% moves nothing here
+    # probability rule: each index picked with probability r; exact expectations, checked by simulation
+    p = noise_stats(lengths, 0.2, unit="probability")
+    rng = np.random.default_rng(0)
+    moved = [sum(a != b for a, b in zip(swap_noise(list(range(n)), 0.2, rng, "probability"), range(n)))
+             for _ in range(4000) for n in lengths]
+    assert sum(moved) / (4000 * 20) == pytest.approx(p["indices_moved"], rel=0.05)
+    assert 0.05 < p["indices_moved"] < 0.2 and p["sentences_touched"] > 1 / 3
+    with pytest.raises(ConfigError, match="give a generator"):
+        from xlpe.reorder.noise import swap_count
+        swap_count(10, 0.2, "probability")

@@ -10,6 +10,12 @@ SPEC disagrees with itself on the count: §4.8 and the §10 table give ``⌊roun
 *indices* move), while worked example §12.9 expects 2 pairs for ``r=0.2, n=10`` (20% of the indices are
 *pair starts*, i.e. ``round(r·n)`` pairs up to ``⌊n/2⌋``). The default ``unit='indices'`` follows §4.8/§10;
 ``unit='pairs'`` gives §12.9's count. Both are tested.
+
+``unit='probability'`` is the per-sentence-probability variant that SPEC §10 keeps as the alternative ``[I]``:
+every index of a sentence is picked with probability ``r`` (``m ~ Binomial(n, r)``) and ``⌊m/2⌋`` disjoint pairs
+of the picked indices swap, so short sentences are perturbed too and the moved share approaches ``r``.
+:func:`noise_stats` gives the effective share of moved indices of each rule on a corpus (expected values for
+``probability``), which reports print beside the nominal ratio.
 """
 
 from __future__ import annotations
@@ -22,16 +28,23 @@ from xlpe.data.channels import ChannelSource
 from xlpe.errors import ConfigError
 
 
-def swap_count(n: int, ratio: float, unit: str = "indices") -> int:
-    """Number of disjoint pairs swapped in a sentence of ``n`` tokens (see the module docstring)."""
+UNITS = ("indices", "pairs", "probability")
+
+
+def swap_count(n: int, ratio: float, unit: str = "indices", rng: np.random.Generator | None = None) -> int:
+    """Number of disjoint pairs swapped in a sentence of ``n`` tokens (see the module docstring); the
+    ``probability`` rule draws it with ``rng``."""
     if not 0.0 <= ratio <= 1.0:
         raise ConfigError(f"noise ratio must be in [0, 1], not {ratio}")
-    m = int(round(ratio * n))
     if unit == "indices":
-        return m // 2
+        return int(round(ratio * n)) // 2
     if unit == "pairs":
-        return min(m, n // 2)
-    raise ConfigError(f"noise unit must be 'indices' or 'pairs', not {unit!r}")
+        return min(int(round(ratio * n)), n // 2)
+    if unit == "probability":
+        if rng is None:
+            raise ConfigError("the 'probability' noise rule draws its count: give a generator")
+        return int(rng.binomial(n, ratio)) // 2
+    raise ConfigError(f"noise unit must be one of {', '.join(UNITS)}, not {unit!r}")
 
 
 def noise_stats(lengths: Iterable[int], ratio: float, unit: str = "indices") -> dict[str, float]:
@@ -41,6 +54,13 @@ def noise_stats(lengths: Iterable[int], ratio: float, unit: str = "indices") -> 
     n = np.asarray(list(lengths), dtype=np.int64)
     if n.size == 0:
         return {"pairs_per_sentence": 0.0, "indices_moved": 0.0, "sentences_touched": 0.0}
+    if unit == "probability":       # expectations: E⌊m/2⌋ = (n r − P(m odd)) / 2, P(m odd) = (1 − (1 − 2r)^n) / 2
+        swap_count(0, ratio, "indices")                          # validates the ratio
+        nf = n.astype(np.float64)
+        pairs = (nf * ratio - (1 - (1 - 2 * ratio) ** nf) / 2) / 2
+        touched = 1 - (1 - ratio) ** nf - nf * ratio * (1 - ratio) ** (nf - 1)
+        return {"pairs_per_sentence": float(pairs.mean()), "indices_moved": float(2 * pairs.sum() / max(1, n.sum())),
+                "sentences_touched": float(touched.mean())}
     sizes, which = np.unique(n, return_inverse=True)
     pairs = np.array([swap_count(int(k), ratio, unit) for k in sizes])[which]
     return {"pairs_per_sentence": float(pairs.mean()), "indices_moved": float(2 * pairs.sum() / max(1, n.sum())),
@@ -51,7 +71,7 @@ def swap_noise(positions: Sequence[int], ratio: float, rng: np.random.Generator,
     """Swap :func:`swap_count` disjoint random pairs of ``positions`` (e.g. one ``pos_XL`` line)."""
     out = np.asarray(positions, dtype=np.int64).copy()
     n = len(out)
-    pairs = swap_count(n, ratio, unit)
+    pairs = swap_count(n, ratio, unit, rng)
     if pairs:
         idx = rng.choice(n, size=2 * pairs, replace=False)
         a, b = idx[:pairs], idx[pairs:]

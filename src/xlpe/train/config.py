@@ -34,8 +34,9 @@ class DataConfig:
     train_orders_noise: float = option(0.0, "noise attack (SPEC §4.8): swap this ratio of the training pos_XL "
                                           "indices, in disjoint pairs; dev data stays clean")
     noise_seed: int = option(0, "seed of the noise attack")
-    noise_unit: str = option("indices", "what the noise ratio counts: 'indices' (SPEC §4.8) or 'pairs' (§12.9)",
-                           choices=("indices", "pairs"))
+    noise_unit: str = option("indices", "what the noise ratio counts: 'indices' (SPEC §4.8), 'pairs' (§12.9) or "
+                                        "'probability' (each index picked with that probability, SPEC §10)",
+                             choices=("indices", "pairs", "probability"))
     train_channels: dict[str, str] = option(help="channel sources of the training source, NAME=[KIND:]PATH; kinds: "
                                                  "orders, subword-orders, dpe, ints (one line per sentence) or "
                                                  "preorderer (a BTG model directory, run on the fly); see "
