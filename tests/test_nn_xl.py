@@ -121,6 +121,28 @@ def test_headxl_uses_only_first_layer_and_selected_heads():
     assert hi.heads.tolist() == [True, False] and hi.x.shape == (2, 6, 32)
 
 
+def test_headxl_on_all_layers_adds_the_xl_term_to_later_layers_inputs():
+    """SPEC §10's alternative (layers = "all", [I]): the XL heads of every later layer read H + PE_XL."""
+    torch.manual_seed(0)
+    src, tgt = batch()
+    chan = xl_channel([[4, 3, 2, 1, 0], [1, 0, 3, 2, 4]])
+    first = build_model(cfg(["ape", "headxl"], pe_options={"tau": 1})).eval()
+    every = build_model(cfg(["ape", "headxl"], pe_options={"tau": 1, "layers": "all"})).eval()
+    every.load_state_dict(first.state_dict())                 # no extra parameter
+    assert count_parameters(every) == count_parameters(first)
+    ctx = _ctx(src, {"xl": chan})
+    h = torch.randn(2, 6, 32)
+    hi = every.encoder.pe[1].head_input(ctx, 1, h)
+    assert torch.allclose(hi.x, h + every.encoder.pe[1].xl_term(ctx)) and hi.heads.tolist() == [True, False]
+    assert not torch.allclose(every(src, tgt, {"xl": chan}), first(src, tgt, {"xl": chan}), atol=1e-4)
+    zero = build_model(cfg(["ape", "headxl"], pe_options={"tau": 0, "layers": "all"})).eval()
+    vanilla = build_model(cfg(["ape"])).eval()
+    vanilla.load_state_dict(zero.state_dict())
+    assert torch.allclose(zero(src, tgt, {"xl": chan}), vanilla(src, tgt), atol=1e-6)     # τ=0: vanilla
+    with pytest.raises(ConfigError, match="layers must be"):
+        cfg(["ape", "headxl"], pe_options={"layers": "some"})
+
+
 def test_padding_does_not_change_real_positions():
     torch.manual_seed(0)
     for pe in (["xl"], ["inxl"], ["ape", "headxl"], ["ape", "combination"]):

@@ -60,7 +60,7 @@ from xlpe.runtime import versions
 
 log = logging.getLogger("xlpe.experiments.xl_pe")
 
-XL_OPTIONS = ("tau", "tau_ratio", "xl_fusion_param")
+XL_OPTIONS = ("tau", "tau_ratio", "layers", "xl_fusion_param")
 TABLES = ("table1", "fig3", "table3", "table4", "fig4")
 TOML_TABLES = ("data", "experiment", "model", "train")
 

@@ -104,7 +104,7 @@ class Encoder(nn.Module):
                 x = x + ctx.terms[p.name]
         for i, layer in enumerate(self.layers):
             rel = [r for p in self.pe if (r := p.relative(ctx, i)) is not None]
-            heads = [h for p in self.pe if (h := p.head_input(ctx, i)) is not None]
+            heads = [h for p in self.pe if (h := p.head_input(ctx, i, x)) is not None]
             x = layer(x, pad, rel, heads)
         if self.norm is not None:
             x = self.norm(x)

@@ -150,10 +150,11 @@ class PositionEncoding(nn.Module):
         return None
 
     # (b) ------------------------------------------------------------------------------------------------------
-    def head_input(self, ctx: EncodingContext, layer: int) -> HeadInput | None:
-        """Replacement Q/K/V input for some heads of encoder layer ``layer`` (0-based), or None. In an
-        encoder-free model the ``layer=0`` input replaces the memory's keys and values of those heads in every
-        decoder cross-attention (SPEC §4.7, [I])."""
+    def head_input(self, ctx: EncodingContext, layer: int, x: Tensor | None = None) -> HeadInput | None:
+        """Replacement Q/K/V input for some heads of encoder layer ``layer`` (0-based), or None; ``x`` is that
+        layer's input ``(B, T, d)`` (None for an encoder-free model). In an encoder-free model the ``layer=0``
+        input replaces the memory's keys and values of those heads in every decoder cross-attention
+        (SPEC §4.7, [I])."""
         return None
 
     # (c) ------------------------------------------------------------------------------------------------------

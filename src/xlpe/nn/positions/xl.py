@@ -26,7 +26,10 @@ Options (``cfg.pe_options``):
 
 Choices the paper leaves open (SPEC §4.4, ``[I]``):
 
-* HeadXL acts on the first encoder layer's self-attention only. The residual stream stays ``Z_abs``.
+* HeadXL acts on the first encoder layer's self-attention only (option ``layers = "first"``, the default). The
+  residual stream stays ``Z_abs``. SPEC §10 keeps "all layers" as the alternative: with ``layers = "all"`` the τ
+  heads of every later layer ``l`` read ``H^{l-1} + PE_XL`` (``+ PE_IN-XL`` for Combination) while the other
+  heads read ``H^{l-1}``: PE_abs cannot be swapped out of a hidden state, so the XL term is added ``[I]``.
 * The XL heads read the layer input with ``PE_abs`` swapped for ``PE_XL`` (``PE_IN-XL`` for Combination). Input
   terms of other encodings, such as structural PE, stay in both inputs. The XL input gets its own dropout draw.
 * **Encoder-free models (SPEC §4.7).** ``xl`` and ``inxl`` are input terms and work unchanged. For ``headxl``
@@ -150,11 +153,12 @@ class HeadXLPositionEncoding(PositionEncoding):
 
     name = "headxl"
     inputs = ("xl",)
-    options = {"tau": None, "tau_ratio": 0.25}
+    options = {"tau": None, "tau_ratio": 0.25, "layers": "first"}
 
     def __init__(self, cfg):
         super().__init__(cfg)
         self.tau = resolve_tau(cfg, {k: self.option(k) for k in ("tau", "tau_ratio")})
+        self.all_layers = self.option("layers") == "all"
         self.register_buffer("heads", torch.arange(cfg.n_heads) < self.tau, persistent=False)
         self.drop = nn.Dropout(cfg.dropout)
 
@@ -166,14 +170,18 @@ class HeadXLPositionEncoding(PositionEncoding):
         if "headxl" in cfg.pe and "combination" in cfg.pe:
             raise ConfigError("'headxl' and 'combination' both assign the XL heads; list one of them")
         resolve_tau(cfg, {k: cfg.pe_options.get(k, v) for k, v in cls.options.items()})
+        if cfg.pe_options.get("layers", "first") not in ("first", "all"):
+            raise ConfigError(f"{cls.name}: layers must be 'first' or 'all', not {cfg.pe_options['layers']!r}")
 
     def xl_term(self, ctx: EncodingContext) -> Tensor:
         """What the XL heads see in place of ``PE_abs``."""
         return pe_xl(ctx, self.cfg, self.name)
 
-    def head_input(self, ctx: EncodingContext, layer: int) -> HeadInput | None:
-        if layer != 0 or self.tau == 0:
+    def head_input(self, ctx: EncodingContext, layer: int, x: Tensor | None = None) -> HeadInput | None:
+        if self.tau == 0 or (layer != 0 and not self.all_layers):
             return None
+        if layer != 0:
+            return HeadInput(x + self.xl_term(ctx), self.heads)
         others = {n: t for n, t in ctx.terms.items() if n not in _ABS_BASES and n != self.name}
         x = ctx.emb + self.xl_term(ctx)
         for name, term in others.items():   # other encodings' terms stay; PE_abs is swapped out (docstring)
@@ -192,7 +200,7 @@ class CombinationPositionEncoding(HeadXLPositionEncoding):
     ``xl_fusion_param``."""
 
     name = "combination"
-    options = {"tau": None, "tau_ratio": 0.25, "xl_fusion_param": "full"}
+    options = {"tau": None, "tau_ratio": 0.25, "layers": "first", "xl_fusion_param": "full"}
 
     def __init__(self, cfg):
         super().__init__(cfg)
