@@ -65,6 +65,13 @@ def test_recipe_produces_every_table_and_reruns_from_cache(tmp_path, capsys):
     assert dg["sentences"] == 20 and 0 < dg["aer"] < 1
     assert f"| reference: diagonal (position only, no model) | {100 * dg['aer']:.2f} |" in report
     assert (out / "plots" / "fig3_tau.png").exists() and (out / "plots" / "fig4_noise.png").exists()
+    # the preorderer works on subwords by default (SPEC §4.1): one order index per piece of the joint model
+    assert res["results"]["preorder"]["level"] == "subword" and "works on subwords" in report
+    from xlpe.data.subword import SubwordModel
+    sp = SubwordModel.load(next(out.glob("subword/spm.model")))
+    src0 = (out / "synth" / "test.src").read_text().splitlines()[0]
+    order0 = (out / "preorder" / "test.order").read_text().splitlines()[0].split()
+    assert len(order0) == len(sp.encode(src0.split()).ids)
     # Table 1's cost column: the Table 1 systems trained in interleaved rounds, ratios to the baseline's
     cost = res["results"]["cost"]
     assert cost["reference"] == "baseline" and set(cost["systems"]) == {"baseline", "inxl", "headxl"}
@@ -108,6 +115,9 @@ def test_recipe_produces_every_table_and_reruns_from_cache(tmp_path, capsys):
     (["experiment.preorder_attach_null='left'"], "'right' or 'free'"),
     (["experiment.preorder_attach_null='free'"], "tau-only loss"),
     (["experiment.colour='red'"], r"unknown key\(s\) \['colour'\]"),
+    (["experiment.noise_system='rpe'"], "reads none"),               # noise on a system without XL positions
+    (["experiment.noise_unit='some'"], "noise_unit must be"),
+    (["experiment.preorder_level='char'"], "preorder_level must be"),
     (["data.train_src='/nonexistent'", "data.train_tgt='/nonexistent'", "data.test_src='x'",
       "data.test_tgt='x'"], "does not exist"),
 ])

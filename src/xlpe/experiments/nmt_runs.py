@@ -35,7 +35,8 @@ def run_system(run_dir: Path, *, pe: list[str], pe_options: dict, encoder_free: 
                model: dict, train_opts: dict, spm: str, train_src: str, train_tgt: str, dev_src: str | None,
                dev_tgt: str | None, train_orders: str | None, dev_orders: str | None,
                tests: dict[str, tuple[str, str, str | None]], beam: int, lenpen: float, threads: int,
-               noise: float = 0.0, gold: dict | None = None, attention_layer: int = -2,
+               noise: float = 0.0, noise_unit: str = "indices", orders_level: str = "word",
+               gold: dict | None = None, attention_layer: int = -2,
                attention_merge: str = "any") -> dict:
     """Train one model (resuming from its checkpoints), translate every test set, and score it.
 
@@ -56,7 +57,8 @@ def run_system(run_dir: Path, *, pe: list[str], pe_options: dict, encoder_free: 
     mcfg, tcfg, dcfg, uses_xl = _train_configs(
         run_dir / "train", pe=pe, pe_options=pe_options, encoder_free=encoder_free, seed=seed, model=model,
         train_opts=train_opts, spm=spm, train_src=train_src, train_tgt=train_tgt, dev_src=dev_src,
-        dev_tgt=dev_tgt, train_orders=train_orders, dev_orders=dev_orders, threads=threads, noise=noise)
+        dev_tgt=dev_tgt, train_orders=train_orders, dev_orders=dev_orders, threads=threads, noise=noise,
+        noise_unit=noise_unit, orders_level=orders_level)
     opts = mcfg.pe_options
     t0 = time.time()
     res = train(mcfg, tcfg, dcfg)
@@ -71,7 +73,8 @@ def run_system(run_dir: Path, *, pe: list[str], pe_options: dict, encoder_free: 
         ch = {"xl": [invert_order(o) for o in read_orders(orders)]} if uses_xl else None
         t0 = time.time()
         with torch.inference_mode():
-            hyps = translate_lines(net, sw, lines, beam=beam, lenpen=lenpen, batch_size=64, channels=ch)
+            hyps = translate_lines(net, sw, lines, beam=beam, lenpen=lenpen, batch_size=64, channels=ch,
+                                   channel_level=orders_level)
         dec_s = time.time() - t0
         hyp_path = run_dir / f"{name}.hyp"
         with atomic_write(hyp_path) as f:
@@ -90,6 +93,7 @@ def run_system(run_dir: Path, *, pe: list[str], pe_options: dict, encoder_free: 
             attention_layer = -1
         hyp_al = align_from_model(ckpt, read_text(gold["src"]), read_text(gold["tgt"]), layer=attention_layer,
                                   merge=attention_merge, orders=gold["orders"] if uses_xl else None,
+                                  orders_level=orders_level,
                                   device="cpu")
         sc = corpus_aer(hyp_al, gold["alignments"])
         out["attention_alignment"] = {"aer": sc.aer, "precision": sc.precision, "recall": sc.recall,
@@ -100,7 +104,7 @@ def run_system(run_dir: Path, *, pe: list[str], pe_options: dict, encoder_free: 
 def _train_configs(train_dir: Path, *, pe: list[str], pe_options: dict, encoder_free: bool, seed: int, model: dict,
                    train_opts: dict, spm: str, train_src: str, train_tgt: str, dev_src: str | None = None,
                    dev_tgt: str | None = None, train_orders: str | None = None, dev_orders: str | None = None,
-                   threads: int = 1, noise: float = 0.0):
+                   threads: int = 1, noise: float = 0.0, noise_unit: str = "indices", orders_level: str = "word"):
     """The model, training and data configs of one recipe run, and whether the model reads XL indices."""
     from xlpe.data.subword import SubwordModel
     from xlpe.nn.positions import required_inputs
@@ -113,18 +117,21 @@ def _train_configs(train_dir: Path, *, pe: list[str], pe_options: dict, encoder_
     mcfg = TransformerConfig.from_preset(preset, **{**m, "src_vocab_size": SubwordModel.load(spm).vocab_size,
                                                     "pe": pe, "pe_options": opts, "encoder_free": encoder_free})
     uses_xl = "xl" in required_inputs(mcfg)
+    if noise and not uses_xl:
+        raise ConfigError(f"a noise ratio applies to XL positions, but the encodings {pe} read none")
     tcfg = TrainConfig(**{"log_every": 50, "progress": sys.stderr.isatty(), "threads": threads,
                           "validate_every": 0, "keep_last": 1, **train_opts, "out": str(train_dir),
                           "seed": seed, "resume": "auto"})
     dcfg = DataConfig(train_src=train_src, train_tgt=train_tgt, dev_src=dev_src, dev_tgt=dev_tgt,
                       subword_model=spm, train_orders=train_orders if uses_xl else None,
                       dev_orders=dev_orders if uses_xl and dev_src else None,
-                      train_orders_noise=noise if uses_xl else 0.0, noise_seed=seed)
+                      orders_level=orders_level, train_orders_noise=noise, noise_seed=seed, noise_unit=noise_unit)
     return mcfg, tcfg, dcfg, uses_xl
 
 
 def measure_cost(out_dir: Path, systems: dict[str, tuple[list[str], dict]], *, model: dict, train_opts: dict,
                  spm: str, train_src: str, train_tgt: str, train_orders: str | None, threads: int, rounds: int,
+                 orders_level: str = "word",
                  updates: int, seed: int = 1) -> dict:
     """Training speed of each system relative to the first, measured in interleaved rounds.
 
@@ -148,7 +155,8 @@ def measure_cost(out_dir: Path, systems: dict[str, tuple[list[str], dict]], *, m
                 out_dir / name, pe=pe, pe_options=pe_options, encoder_free=False, seed=seed, model=model,
                 train_opts={**opts, "max_updates": (r + 1) * updates, "save_every": updates,
                             "log_every": updates // 2, "keep_last": 1, "cache_data": True, "progress": False},
-                spm=spm, train_src=train_src, train_tgt=train_tgt, train_orders=train_orders, threads=threads)
+                spm=spm, train_src=train_src, train_tgt=train_tgt, train_orders=train_orders, threads=threads,
+                orders_level=orders_level)
             train(mcfg, tcfg, dcfg)
             if r:
                 with open(out_dir / name / "train_log.csv", newline="") as f:

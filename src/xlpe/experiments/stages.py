@@ -163,7 +163,8 @@ def align_stage(out: Path, splits: Mapping[str, tuple[str, str]], *, lowercase: 
 def preorder_stage(out: Path, *, train_src: str, train_align: str, splits: Mapping[str, str], sentences: int = 0,
                    iterations: int = 3, seed: int = 1, btg: Mapping[str, Any] | None = None,
                    attach_null: str = "right", model: str = "", processes: int = 1,
-                   gold: Mapping[str, Sequence] | None = None, force: bool = False) -> dict:
+                   gold: Mapping[str, Sequence] | None = None, level: str = "word", spm: str | None = None,
+                   force: bool = False) -> dict:
     """Train the BTG preorderer on ``sentences`` (0 = all) training sentences labelled by their alignments (or
     load ``model``), predict the order of every split's source (``<split>.order``), and write the oracle orders
     of the training data (``train.oracle.order``). Kendall τ / chunk against the training oracle, and against
@@ -171,12 +172,20 @@ def preorder_stage(out: Path, *, train_src: str, train_align: str, splits: Mappi
 
     ``attach_null``: unaligned source words in the training labels, ``right`` (lader) or ``free`` (no rank,
     left out of the τ loss; needs a τ-only loss). The oracle orders always use ``right``.
+
+    ``level``: ``word``, or ``subword`` (SPEC §4.1 and Ding et al. fn. 1: the BTG model works on the BPE tokens
+    of ``spm``): sentences become their pieces, word alignments are projected to pieces (all pairs, SPEC §8.3),
+    and every order (and τ) is over pieces; the result's ``level`` says which.
     """
+    if level not in ("word", "subword") or (level == "subword" and not spm):
+        raise ConfigError(f"preorder level must be 'word' or 'subword' (with a subword model), not {level!r}")
     btg = dict(btg or {})
     if attach_null not in ("right", "free"):
         raise ConfigError(f"attach_null must be 'right' or 'free', not {attach_null!r}")
     params = {"files": file_sig(train_align, train_src, *splits.values()), "n": sentences, "its": iterations,
               "btg": btg, "model": model, "seed": seed, "attach_null": attach_null}
+    if level == "subword":                # only when set, so word-level stages keep their cached key
+        params.update(level=level, spm=file_sig(spm))
 
     def fn(d: Path) -> dict:
         from xlpe.evaluate.reorder_metrics import corpus_reorder_scores
@@ -185,10 +194,12 @@ def preorder_stage(out: Path, *, train_src: str, train_align: str, splits: Mappi
         from xlpe.reorder.btg import BTGConfig, BTGPreorderer
         from xlpe.reorder.oracle import order_from_ranks
 
+        to_level = _subword_view(spm) if level == "subword" else (lambda sents, als=None: (sents, als))
         src = list(read_sentences(train_src))
         als = list(read_alignments(train_align, 0))
         if len(als) != len(src):
             raise ConfigError(f"{train_align} has {len(als)} lines for {len(src)} training sentences")
+        src, als = to_level(src, als)
         ranks = corpus_ranks(src, als)
         write_orders(d / "train.oracle.order", [order_from_ranks(r) for r in ranks])
         res: dict[str, Any] = {}
@@ -205,7 +216,7 @@ def preorder_stage(out: Path, *, train_src: str, train_align: str, splits: Mappi
             pre.save(d / "model")
         orders: dict[str, str] = {}
         for name, path in splits.items():
-            sents = list(read_sentences(path))
+            sents, gold_als = to_level(list(read_sentences(path)), list(gold[name]) if gold and name in gold else None)
             t0 = time.time()
             pred = pre.predict_many(sents, processes=max(1, processes))
             res[f"{name}_sent_per_s"] = round(len(sents) / max(time.time() - t0, 1e-9), 1)
@@ -214,13 +225,33 @@ def preorder_stage(out: Path, *, train_src: str, train_align: str, splits: Mappi
             if name == "train":
                 res["train_vs_oracle"] = corpus_reorder_scores(pred, ranks)
                 res["train_identity"] = corpus_reorder_scores([list(range(len(s))) for s in sents], ranks)
-            if gold and name in gold:
-                granks = corpus_ranks(sents, gold[name])
+            if gold_als is not None:
+                granks = corpus_ranks(sents, gold_als)
                 res[f"{name}_btg"] = corpus_reorder_scores(pred, granks)
                 res[f"{name}_identity"] = corpus_reorder_scores([list(range(len(s))) for s in sents], granks)
         return {**res, "orders": orders, "oracle_train": str(d / "train.oracle.order"),
-                "model": model or str(d / "model")}
+                "model": model or str(d / "model"), "level": level}
     return run_stage(out, "preorder", params, fn, force)
+
+
+def _subword_view(spm: str):
+    """``(sentences, alignments) -> (piece lists, alignments over source pieces)``: each source word's links go
+    to all its pieces (SPEC §8.3); target indices stay word indices, which the ranks only compare."""
+    from xlpe.data.subword import SubwordModel, subword_alignment_from_word
+
+    sp = SubwordModel.load(spm)
+
+    def view(sents, als=None):
+        enc = list(sp.encode_many(sents))
+        pieces = [e.pieces for e in enc]
+        if als is None:
+            return pieces, None
+        projected = []
+        for e, a in zip(enc, als):
+            m = max((j for _, j in a.possible), default=-1) + 1
+            projected.append(subword_alignment_from_word(a, e.word_of, list(range(m))))
+        return pieces, projected
+    return view
 
 
 def corpus_ranks(sources: Sequence[Sequence[str]], alignments: Sequence, attach_null: str = "right") -> list:

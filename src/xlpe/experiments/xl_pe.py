@@ -56,6 +56,7 @@ from xlpe.experiments.stages import DataSpec, align_stage, data_stage, preorder_
 from xlpe.experiments.systems import ENCODER_FREE, SYSTEMS, pe_list
 from xlpe.experiments.xl_pe_report import plot_figures, render_report, summarise
 from xlpe.io.atomic import atomic_write
+from xlpe.reorder.noise import UNITS
 from xlpe.runtime import versions
 
 log = logging.getLogger("xlpe.experiments.xl_pe")
@@ -78,6 +79,10 @@ class XLExperiment:
     encoder_free: list[str] = field(default_factory=lambda: ["none", "ape", "inxl"])   # Table 4 ([] = skip)
     noise: list[float] = field(default_factory=lambda: [0.05, 0.10, 0.15, 0.20])        # Figure 4 ([] = skip)
     noise_system: str = "combination"
+    # what a noise ratio counts (xlpe.reorder.noise): indices (SPEC §4.8), pairs (§12.9) or probability (§10)
+    noise_unit: str = "indices"
+    # the preorderer's tokens: subword (SPEC §4.1, Ding et al. fn. 1: BTG on the BPE text) or word
+    preorder_level: str = "subword"
     alignment_systems: list[str] = field(default_factory=lambda: ["baseline", "inxl", "headxl", "combination"])
     xl_train_source: str = "predicted"                          # predicted | oracle (SPEC §4.1)
     pe_options: dict[str, Any] = field(default_factory=dict)    # tau, tau_ratio, xl_fusion_param
@@ -130,6 +135,13 @@ class XLConfig:
                 parse_loss_profile(e.preorder.get("loss", BTGConfig.loss))["chunk"]:
             raise ConfigError("experiment.preorder_attach_null = 'free' needs a tau-only loss: set "
                               "experiment.preorder.loss = 'tau=1' (the chunk loss has no cost for unranked words)")
+        if e.noise and "xl" not in required_inputs_of(e.noise_system):
+            raise ConfigError(f"experiment.noise perturbs XL positions, but noise_system {e.noise_system!r} reads "
+                              "none; pick an XL system (inxl, headxl, combination) or set noise = []")
+        if e.noise_unit not in UNITS:
+            raise ConfigError(f"experiment.noise_unit must be one of {', '.join(UNITS)}, not {e.noise_unit!r}")
+        if e.preorder_level not in ("word", "subword"):
+            raise ConfigError(f"experiment.preorder_level must be 'word' or 'subword', not {e.preorder_level!r}")
         if e.xl_train_source not in ("predicted", "oracle"):
             raise ConfigError(f"xl_train_source must be 'predicted' or 'oracle', not {e.xl_train_source!r}")
         unknown = sorted(set(e.pe_options) - set(XL_OPTIONS))
@@ -164,6 +176,12 @@ class XLConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+def required_inputs_of(system: str) -> set[str]:
+    """The channels the encodings of ``system`` read."""
+    from xlpe.nn.positions import ENCODINGS
+    return {c for n in pe_list(system) for c in ENCODINGS[n].inputs}
 
 
 def _gold_alignments(data: dict) -> list:
@@ -253,6 +271,7 @@ def run_experiment(cfg: XLConfig, out: str | os.PathLike, only: list[str] | None
     pre = preorder_stage(out, train_src=p["train_src"], train_align=train_align, splits=splits,
                          sentences=e.preorder_sentences, iterations=e.preorder_iterations, seed=e.base_seed,
                          btg=e.preorder, attach_null=e.preorder_attach_null, model=e.preorderer, processes=e.threads,
+                         level=e.preorder_level, spm=spm,
                          gold={"gold": _gold_alignments(data)} if p.get("gold_align") and p.get("gold_src") else None)
     orders = pre["orders"]
     tests = {"test": (p["test_src"], p["test_tgt"], orders["test"])}
@@ -284,7 +303,8 @@ def run_experiment(cfg: XLConfig, out: str | os.PathLike, only: list[str] | None
                 model=cfg.model, train_opts=cfg.train, spm=spm, train_src=p["train_src"], train_tgt=p["train_tgt"],
                 dev_src=p.get("dev_src") or None, dev_tgt=p.get("dev_tgt") or None, train_orders=train_orders,
                 dev_orders=orders.get("dev"), tests=tests, beam=e.beam, lenpen=e.lenpen, threads=e.threads,
-                noise=ro["noise"], gold=gold if want_gold else None, attention_layer=e.attention_layer,
+                noise=ro["noise"], noise_unit=e.noise_unit, orders_level=pre["level"],
+                gold=gold if want_gold else None, attention_layer=e.attention_layer,
                 attention_merge=e.attention_merge)
             tasks.append((out / "runs", key, params, fn))
             keys.append(key)
@@ -299,13 +319,14 @@ def run_experiment(cfg: XLConfig, out: str | os.PathLike, only: list[str] | None
         results["cost"] = run_stage(out, "cost", params, lambda d: measure_cost(
             d, systems, model=cfg.model, train_opts=cfg.train, spm=spm, train_src=p["train_src"],
             train_tgt=p["train_tgt"], train_orders=train_orders, threads=e.threads, rounds=e.cost_rounds,
-            updates=e.cost_updates, seed=e.base_seed))
+            updates=e.cost_updates, seed=e.base_seed, orders_level=pre["level"]))
     results["summary"] = summarise(cfg, results, tables, tests, _default_tau(cfg))
     if results["summary"]["fig4"]:
         from xlpe.io.orders import read_orders
         from xlpe.reorder.noise import noise_stats
         lengths = [len(o) for o in read_orders(train_orders)]
-        results["summary"]["fig4_noise"] = {f"{r:g}": noise_stats(lengths, r) for r, _ in results["summary"]["fig4"]}
+        results["summary"]["fig4_noise"] = {f"{r:g}": noise_stats(lengths, r, e.noise_unit)
+                                            for r, _ in results["summary"]["fig4"]}
     report = render_report(cfg, results, tables)
     plot_figures(cfg, results["summary"], out / "plots")
     with atomic_write(out / "report.md") as f:

@@ -96,7 +96,9 @@ def render_report(cfg: XLConfig, results: dict, tables: set[str]) -> str:
          f"training pairs removed as gold sentences: {results['data'].get('excluded', 0)}",
          f"- budget per run: {', '.join(f'{k}={v}' for k, v in cfg.train.items() if k.startswith('max_'))}; "
          f"model: {cfg.model}",
-         f"- XL indices for training: {e.xl_train_source}; at test time: BTG preorderer on the source alone",
+         f"- XL indices for training: {e.xl_train_source}; at test time: BTG preorderer on the source alone; "
+         f"the preorderer works on {results['preorder'].get('level', 'word')}s"
+         + (" (its τ values below are over subwords)" if results['preorder'].get('level') == "subword" else ""),
          f"- significance: paired bootstrap ({e.bootstrap_samples} samples) of the outputs of all seeds joined, "
          "against the baseline"]
     pre = results["preorder"]
@@ -172,8 +174,9 @@ def render_report(cfg: XLConfig, results: dict, tables: set[str]) -> str:
               [(f"encoder-free {n}", f"ef-{n}") for n in e.encoder_free], "no PE / APE")
     if "fig4" in tables and s["fig4"]:
         L += ["", f"## Figure 4: noise attack on the training indices ({e.noise_system})", "",
-              "Swaps are drawn per training sentence on its word-level order (SPEC §4.8); the last columns say "
-              "what that does to the training data (short sentences get no swap at a small ratio).", "",
+              f"Swaps are drawn per training sentence on its order (rule `{e.noise_unit}`, xlpe.reorder.noise); "
+              "the last columns say what that does to the training data (with the `indices` rule short sentences "
+              "get no swap at a small ratio: read the effective share, not the nominal ratio).", "",
               "| noise ratio | " + " | ".join(tests) + " | swapped pairs / sentence | indices moved % "
               "| sentences touched % |", "|---|" + "---|" * (len(tests) + 3)]
         for r, n in s["fig4"]:
