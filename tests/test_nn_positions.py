@@ -103,7 +103,7 @@ class ToyHeadXL(PositionEncoding):
         super().__init__(cfg)
         self.drop = nn.Dropout(cfg.dropout)
 
-    def head_input(self, ctx, layer):
+    def head_input(self, ctx, layer, x=None):
         if layer != 0:
             return None
         heads = torch.arange(self.cfg.n_heads) < self.option("tau")
