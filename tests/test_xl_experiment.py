@@ -177,3 +177,44 @@ def test_report_cells_show_a_spread_only_over_several_seeds():
     from xlpe.experiments.xl_pe_report import _fmt
     assert _fmt((0.7057, 0.0), 1, 100) == "70.57"
     assert _fmt((30.03, 0.92), 3) == "30.03 ± 0.92"
+
+
+def test_gold_dev_part_for_choices_and_the_rest_for_reporting(tmp_path, capsys):
+    """A documented gold split (dev/test discipline): the first N gold sentences are the dev part, the rest is
+    the reported gold and test set, and the whole set is reported apart, marked as including the dev part."""
+    from xlpe.data.synthetic import SyntheticConfig, synth
+    pytest.importorskip("eflomal")
+    d = tmp_path / "data"
+    synth(d, SyntheticConfig(profile="sov", seed=3), sizes={"train": 240, "test": 20})
+    cfg = tmp_path / "c.toml"
+    body = TINY.split("[experiment]")[1].replace('systems = ["baseline", "inxl", "headxl"]', 'systems = ["baseline"]')
+    cfg.write_text(f"""[data]
+train_src = "{d}/train.src"
+train_tgt = "{d}/train.tgt"
+test_src = "{d}/test.src"
+test_tgt = "{d}/test.tgt"
+gold_src = "{d}/test.src"
+gold_tgt = "{d}/test.tgt"
+gold_align = "{d}/test.align"
+gold_base = 0
+gold_dev_lines = 5
+[experiment]
+chosen_on = {{ "train.max_updates" = "a tiny budget for the test", "experiment.preorder_iterations" = "gold dev part" }}""" + body)
+    out = tmp_path / "out"
+    assert main(["experiment", "xl-pe", "--config", str(cfg), "--out", str(out), "--only", "table1", "table3",
+                 "--set", "experiment.alignment_systems=['baseline']"]) == 0
+    res = json.loads((out / "results.json").read_text())["results"]
+    assert res["data"]["gold_split"] == {"dev": [1, 5], "reported": [6, 20], "all": 20}
+    src = (d / "test.src").read_text().splitlines()
+    assert (out / "data" / "gold.src").read_text().splitlines() == src[5:]          # reported part
+    assert (out / "data" / "gold_dev.src").read_text().splitlines() == src[:5]
+    run = res["runs"]["baseline/seed1"]
+    assert run["attention_alignment"]["sentences"] == 15
+    assert run["attention_alignment_more"]["all-gold"]["sentences"] == 20
+    assert set(run["tests"]) == {"test", "all-gold"}
+    report = (out / "report.md").read_text()
+    assert "gold sentences 6–20 (1–5 are the dev part" in report
+    assert "all 20 gold sentences, dev part included" in report and "all gold (incl. dev part) BLEU" in report
+    assert "## Choices and the data they were made on" in report and "`train.max_updates`: a tiny budget" in report
+    with pytest.raises(ConfigError, match="chosen_on names 'train.max_epochs'"):
+        load_config(str(cfg), ["experiment.chosen_on={'train.max_epochs'='x'}"])

@@ -36,13 +36,14 @@ def run_system(run_dir: Path, *, pe: list[str], pe_options: dict, encoder_free: 
                dev_tgt: str | None, train_orders: str | None, dev_orders: str | None,
                tests: dict[str, tuple[str, str, str | None]], beam: int, lenpen: float, threads: int,
                noise: float = 0.0, noise_unit: str = "indices", orders_level: str = "word",
-               gold: dict | None = None, attention_layer: int = -2,
+               gold: dict | None = None, more_gold: dict[str, dict] | None = None, attention_layer: int = -2,
                attention_merge: str = "any") -> dict:
     """Train one model (resuming from its checkpoints), translate every test set, and score it.
 
     ``tests`` maps a name to ``(source, reference, predicted orders or None)``. ``gold`` (optional) is
     ``{src, tgt, alignments (list of Alignment), orders}``: with it the run also reports the AER / P / R of
-    alignments extracted from its attention (SPEC §4.6).
+    alignments extracted from its attention (SPEC §4.6); ``more_gold`` (name -> such a dict) scores further
+    gold sets the same way (``attention_alignment_more``).
     """
     import torch
 
@@ -91,13 +92,16 @@ def run_system(run_dir: Path, *, pe: list[str], pe_options: dict, encoder_free: 
             log.warning("attention layer %d does not exist in a %d-layer decoder; using the last layer",
                         attention_layer, mcfg.dec_layers)
             attention_layer = -1
-        hyp_al = align_from_model(ckpt, read_text(gold["src"]), read_text(gold["tgt"]), layer=attention_layer,
-                                  merge=attention_merge, orders=gold["orders"] if uses_xl else None,
-                                  orders_level=orders_level,
-                                  device="cpu")
-        sc = corpus_aer(hyp_al, gold["alignments"])
-        out["attention_alignment"] = {"aer": sc.aer, "precision": sc.precision, "recall": sc.recall,
-                                      "layer": attention_layer, "merge": attention_merge}
+        def score(g: dict) -> dict:
+            hyp_al = align_from_model(ckpt, read_text(g["src"]), read_text(g["tgt"]), layer=attention_layer,
+                                      merge=attention_merge, orders=g["orders"] if uses_xl else None,
+                                      orders_level=orders_level, device="cpu")
+            sc = corpus_aer(hyp_al, g["alignments"])
+            return {"aer": sc.aer, "precision": sc.precision, "recall": sc.recall, "layer": attention_layer,
+                    "merge": attention_merge, "sentences": sc.sentences}
+        out["attention_alignment"] = score(gold)
+        if more_gold:
+            out["attention_alignment_more"] = {k: score(g) for k, g in more_gold.items()}
     return out
 
 

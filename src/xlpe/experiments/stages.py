@@ -52,6 +52,10 @@ class DataSpec:
     gold_base: int = 1
     gold_reverse: bool = False             # gold file is tgt-src (e.g. the De-En RWTH file for En->De)
     exclude_gold: bool = True              # drop training pairs whose source or target is a gold sentence
+    # the first N gold lines are a dev part for choices (preorderer settings, budgets); the rest is the reported
+    # gold set, and the test set when the test set is the gold set (0 = no split). The whole gold set stays a
+    # second test set, marked as including the dev part (for comparison with the papers)
+    gold_dev_lines: int = 0
     align_lowercase: bool = True           # lowercase for eflomal (the gold-AER protocol)
 
 
@@ -109,10 +113,35 @@ def data_stage(out: Path, d: DataSpec, seed: int = 1) -> dict:
                     with atomic_write(sd / "train.align") as f:
                         f.writelines(al[i] + "\n" for i in keep)
         log.info("data: %d training pairs removed because their source or target is a gold sentence", excluded)
-        return {"paths": paths, "gold_base": d.gold_base, "gold_reverse": d.gold_reverse,
-                "extra_tests": dict(d.extra_tests), "excluded": excluded,
+        extra, split = dict(d.extra_tests), {}
+        if d.gold_dev_lines:
+            split = _split_gold(d, sd, paths)
+            if d.test_src == d.gold_src:      # BLEU on the reported part; the whole set as a marked extra test
+                paths.update(test_src=paths["gold_src"], test_tgt=paths["gold_tgt"])
+                extra["all-gold"] = [d.gold_src, d.gold_tgt]
+            if not d.dev_src:
+                paths.update(dev_src=paths["gold_dev_src"], dev_tgt=paths["gold_dev_tgt"])
+        return {"paths": paths, "gold_base": d.gold_base, "gold_reverse": d.gold_reverse, "gold_split": split,
+                "extra_tests": extra, "excluded": excluded,
                 "train_align": str(sd / "train.align") if (excluded and d.train_align) else d.train_align}
     return run_stage(out, "data", params, fn)
+
+
+def _split_gold(d: DataSpec, sd: Path, paths: dict) -> dict:
+    """Write the gold set's dev part (the first ``gold_dev_lines``) and its reported part; ``paths`` then
+    names the reported part as the gold set and the dev part as ``gold_dev_*``."""
+    parts = {k: read_text(getattr(d, f"gold_{k}")) for k in ("src", "tgt", "align")}
+    n, k = len(parts["src"]), d.gold_dev_lines
+    if len({len(v) for v in parts.values()}) != 1:
+        raise ConfigError(f"the gold files have {', '.join(str(len(v)) for v in parts.values())} lines")
+    if not 0 < k < n:
+        raise ConfigError(f"gold_dev_lines = {k}, but the gold set has {n} sentences: keep some for reporting")
+    for part, lines in (("gold_dev", slice(0, k)), ("gold", slice(k, n))):
+        for side, text in parts.items():
+            with atomic_write(sd / f"{part}.{side}") as f:
+                f.writelines(x + "\n" for x in text[lines])
+            paths[f"{part}_{side}"] = str(sd / f"{part}.{side}")
+    return {"dev": [1, k], "reported": [k + 1, n], "all": n}
 
 
 def subword_stage(out: Path, files: Sequence[str | Path], vocab_size: int, force: bool = False) -> str:

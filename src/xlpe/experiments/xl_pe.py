@@ -107,6 +107,9 @@ class XLExperiment:
     cost_rounds: int = 5
     cost_updates: int = 10
     jobs: int = 1                                                # runs at once, in separate processes
+    # where every tuned setting came from, printed in the report: {"train.max_updates" = "baseline learning
+    # curve on the gold dev part", ...}; each key names a setting of this config (dev/test discipline)
+    chosen_on: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -147,6 +150,13 @@ class XLConfig:
         unknown = sorted(set(e.pe_options) - set(XL_OPTIONS))
         if unknown:
             raise ConfigError(f"experiment.pe_options {unknown} unknown; valid: {', '.join(XL_OPTIONS)}")
+        for key in e.chosen_on:
+            section, _, name = key.partition(".")
+            table = {"data": dataclasses.asdict(d), "experiment": dataclasses.asdict(e), "model": self.model,
+                     "train": self.train}.get(section)
+            if table is None or name.split(".")[0] not in table:
+                raise ConfigError(f"experiment.chosen_on names {key!r}, which is not a setting of this config "
+                                  "(SECTION.KEY, e.g. train.max_updates)")
         if not e.seeds:
             raise ConfigError("experiment.seeds is empty")
         if e.cost_rounds < 0 or e.cost_updates < 2:
@@ -184,9 +194,10 @@ def required_inputs_of(system: str) -> set[str]:
     return {c for n in pe_list(system) for c in ENCODINGS[n].inputs}
 
 
-def _gold_alignments(data: dict) -> list:
+def _gold_alignments(data: dict, path: str | None = None) -> list:
+    """The gold alignments (the reported part, or the file ``path``) in the source-target orientation."""
     from xlpe.io import read_alignments
-    als = list(read_alignments(data["paths"]["gold_align"], data["gold_base"]))
+    als = list(read_alignments(path or data["paths"]["gold_align"], data["gold_base"]))
     if data["gold_reverse"]:
         als = [a.reversed() for a in als]
     return als
@@ -281,10 +292,17 @@ def run_experiment(cfg: XLConfig, out: str | os.PathLike, only: list[str] | None
     if p.get("gold_align") and "table3" in tables:
         gold = {"src": p["gold_src"], "tgt": p["gold_tgt"], "alignments": _gold_alignments(data),
                 "orders": orders["gold"]}
+    more_gold = None
+    if gold is not None and data.get("gold_split"):     # the whole gold set, dev part included (marked)
+        more_gold = {"all-gold": {"src": cfg.data.gold_src, "tgt": cfg.data.gold_tgt,
+                                  "alignments": _gold_alignments(data, cfg.data.gold_align),
+                                  "orders": orders["extra-all-gold"]}}
     train_orders = pre["oracle_train"] if e.xl_train_source == "oracle" else orders["train"]
     results: dict[str, Any] = {"data": data, "preorder": pre}
     if gold is not None:
         results["diagonal_alignment"] = _diagonal_reference(gold)
+        if more_gold:
+            results["diagonal_alignment_all_gold"] = _diagonal_reference(more_gold["all-gold"])
     planned = _runs(cfg, tables)
     tasks, keys = [], []
     # seed by seed: an interrupted recipe has every system of the first seeds rather than all seeds of a few
@@ -296,6 +314,8 @@ def run_experiment(cfg: XLConfig, out: str | os.PathLike, only: list[str] | None
                       "lenpen": e.lenpen, "spm": file_sig(spm), "train_orders": file_sig(train_orders),
                       "tests": {k: file_sig(*[x for x in v if x]) for k, v in tests.items()},
                       "gold": want_gold, "attention": [e.attention_layer, e.attention_merge]}
+            if want_gold and more_gold:          # only when set, so runs cached before the split keep their key
+                params["more_gold"] = sorted(more_gold)
             # threads and jobs are not in the key: they change the speed, not the model a budget of updates
             # trains, so a table can be filled with one thread per run in one sitting and two in another
             fn = functools.partial(
@@ -304,7 +324,8 @@ def run_experiment(cfg: XLConfig, out: str | os.PathLike, only: list[str] | None
                 dev_src=p.get("dev_src") or None, dev_tgt=p.get("dev_tgt") or None, train_orders=train_orders,
                 dev_orders=orders.get("dev"), tests=tests, beam=e.beam, lenpen=e.lenpen, threads=e.threads,
                 noise=ro["noise"], noise_unit=e.noise_unit, orders_level=pre["level"],
-                gold=gold if want_gold else None, attention_layer=e.attention_layer,
+                gold=gold if want_gold else None, more_gold=more_gold if want_gold else None,
+                attention_layer=e.attention_layer,
                 attention_merge=e.attention_merge)
             tasks.append((out / "runs", key, params, fn))
             keys.append(key)

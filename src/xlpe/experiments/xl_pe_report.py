@@ -13,6 +13,9 @@ from xlpe.experiments.stages import read_text
 from xlpe.experiments.systems import LABELS
 from xlpe.runtime import versions
 
+#: how report headers name test sets the recipe adds itself
+TEST_LABELS = {"all-gold": "all gold (incl. dev part)"}
+
 if TYPE_CHECKING:  # pragma: no cover
     from xlpe.experiments.xl_pe import XLConfig
 
@@ -51,6 +54,9 @@ def _system_summary(cfg: XLConfig, runs: dict, name: str, base: str | None, refs
     al = [r["attention_alignment"] for r in rs if "attention_alignment" in r]
     if al:
         out["alignment"] = {k: _mean_std([a[k] for a in al]) for k in ("aer", "precision", "recall")}
+    more = [r["attention_alignment_more"]["all-gold"] for r in rs if "all-gold" in r.get("attention_alignment_more", {})]
+    if more:
+        out["alignment_all_gold"] = {k: _mean_std([a[k] for a in more]) for k in ("aer", "precision", "recall")}
     return out
 
 
@@ -101,6 +107,9 @@ def render_report(cfg: XLConfig, results: dict, tables: set[str]) -> str:
          + (" (its τ values below are over subwords)" if results['preorder'].get('level') == "subword" else ""),
          f"- significance: paired bootstrap ({e.bootstrap_samples} samples) of the outputs of all seeds joined, "
          "against the baseline"]
+    if not e.chosen_on:
+        L += ["- choices: the config records no `experiment.chosen_on`, so this report cannot say which data its "
+              "settings were tuned on"]
     pre = results["preorder"]
     if "gold_btg" in pre:
         L.append(f"- preorderer on the gold set (against gold-alignment ranks): τ {pre['gold_btg']['tau']:.4f} "
@@ -109,7 +118,7 @@ def render_report(cfg: XLConfig, results: dict, tables: set[str]) -> str:
 
     def table(title, rows, base_label):
         nonlocal L
-        L += ["", f"## {title}", "", "| system | params | " + " | ".join(f"{t} BLEU | p vs {base_label}" for t in tests)
+        L += ["", f"## {title}", "", "| system | params | " + " | ".join(f"{TEST_LABELS.get(t, t)} BLEU | p vs {base_label}" for t in tests)
               + " | chrF | tok/s vs baseline |", "|---|---|" + "---|---|" * len(tests) + "---|---|"]
         for label, n in rows:
             v = systems.get(n)
@@ -155,17 +164,25 @@ def render_report(cfg: XLConfig, results: dict, tables: set[str]) -> str:
             if v:
                 L.append(f"| {t} | " + " | ".join(_fmt(v["tests"][x]["bleu"], v["seeds"]) for x in tests) + " |")
     if "table3" in tables:
-        rows = [(n, systems.get(n, {}).get("alignment")) for n in e.alignment_systems]
-        if any(a for _, a in rows):
+        split = results["data"].get("gold_split") or {}
+        which = (f"gold sentences {split['reported'][0]}–{split['reported'][1]} (1–{split['dev'][1]} are the dev "
+                 "part that choices were made on)" if split else "gold set")
+        for key, dg_key, title in (("alignment", "diagonal_alignment", which),
+                                   ("alignment_all_gold", "diagonal_alignment_all_gold",
+                                    f"all {split.get('all')} gold sentences, dev part included — for comparison "
+                                    "with the papers only")):
+            rows = [(n, systems.get(n, {}).get(key)) for n in e.alignment_systems]
+            if not any(a for _, a in rows):
+                continue
             L += ["", f"## Table 3: alignment from attention (decoder layer {e.attention_layer}, heads averaged, "
-                      f"merge `{e.attention_merge}`; gold set)", "",
+                      f"merge `{e.attention_merge}`; {title})", "",
                   "| system | AER % | P % | R % |", "|---|---|---|---|"]
             for n, a in rows:
                 if a:
                     k = systems[n]["seeds"]
                     L.append(f"| {n} | {_fmt(a['aer'], k, 100)} | {_fmt(a['precision'], k, 100)} | "
                              f"{_fmt(a['recall'], k, 100)} |")
-            dg = results.get("diagonal_alignment")
+            dg = results.get(dg_key)
             if dg:
                 L.append(f"| reference: diagonal (position only, no model) | {100 * dg['aer']:.2f} | "
                          f"{100 * dg['precision']:.2f} | {100 * dg['recall']:.2f} |")
@@ -188,6 +205,9 @@ def render_report(cfg: XLConfig, results: dict, tables: set[str]) -> str:
                 cells = " | ".join(_fmt(v["tests"][x]["bleu"], v["seeds"]) for x in tests)
                 L.append(f"| {r:g} | {cells} |" + extra)
     sig = next((r["tests"][tests[0]]["signature"] for r in results["runs"].values()), None) if tests else None
+    if e.chosen_on:
+        L += ["", "## Choices and the data they were made on", ""]
+        L += [f"- `{k}`: {v}" for k, v in e.chosen_on.items()]
     L += ["", "## Run", "", f"- command: `{' '.join(['xlpe'] + sys.argv[1:])}`",
           "- versions: " + ", ".join(f"{k} {v}" for k, v in versions().items())]
     if sig:
