@@ -87,3 +87,28 @@ def test_zero_tables_equal_plain_attention():
     x = torch.randn(2, 5, 8)
     zero = RelativeTerms(relative_index(5, 2), torch.zeros(5, 4), torch.zeros(5, 4))
     assert torch.allclose(mha(x, rel=[zero])[0], mha(x)[0], atol=1e-6)
+
+
+def test_gathered_relative_attention_equals_the_dense_tables_with_per_sentence_indices():
+    """The efficient path (scores gathered from q·table_kᵀ, weights scatter-added into buckets) equals the
+    naive O(B·T²·d_k) form with dense per-sentence tables, for a mix of a shared and a per-sentence index."""
+    from xlpe.nn.attention import MultiheadAttention
+    torch.manual_seed(0)
+    B, T, d, H, R = 3, 7, 16, 2, 9
+    att = MultiheadAttention(d, H).eval()
+    x = torch.randn(B, T, d)
+    pad = torch.zeros(B, T, dtype=torch.bool)
+    pad[1, 5:] = True
+    shared = RelativeTerms(torch.randint(0, R, (T, T)), torch.randn(R, d // H), torch.randn(R, d // H))
+    per = RelativeTerms(torch.randint(0, R, (B, T, T)), torch.randn(R, d // H), torch.randn(R, d // H))
+    out, w = att(x, key_pad_mask=pad, rel=[shared, per], need_weights=True)
+    # naive reference
+    q, k, v = (att._split(lin(x)) for lin in (att.q_proj, att.k_proj, att.v_proj))
+    a_k = shared.table_k[shared.index][None] + per.table_k[per.index]                # (B, T, T, d_k)
+    a_v = shared.table_v[shared.index][None] + per.table_v[per.index]
+    scores = (q @ k.transpose(-1, -2) + torch.einsum("bhid,bijd->bhij", q, a_k)) / math.sqrt(d // H)
+    scores = scores.masked_fill(pad[:, None, None, :], float("-inf"))
+    alpha = scores.softmax(-1)
+    ref = alpha @ v + torch.einsum("bhij,bijd->bhid", alpha, a_v)
+    ref = att.out_proj(ref.transpose(1, 2).reshape(B, T, d))
+    assert torch.allclose(w, alpha, atol=1e-6) and torch.allclose(out, ref, atol=1e-5)

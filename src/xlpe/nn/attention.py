@@ -30,17 +30,40 @@ if TYPE_CHECKING:  # pragma: no cover  (no runtime import: position encodings ma
     from xlpe.nn.config import TransformerConfig
 
 
-def relative_tables(rel: Sequence[RelativeTerms]) -> tuple[Tensor | None, Tensor | None]:
-    """``A^K, A^V = sum_p table_p[index_p]``: ``(T, T, d_k)``, or ``(B, T, T, d_k)`` if any index is per sentence."""
-    a_k = a_v = None
+def relative_scores(q: Tensor, rel: Sequence[RelativeTerms]) -> Tensor | None:
+    """``q_i · a^K_ij`` with ``a^K_ij = sum_p table_k_p[index_p[.., i, j]]`` ``(B, H, T, T)``, without building the
+    ``(.., T, T, d_k)`` tables: ``q · table_kᵀ`` gives ``(B, H, T, R)``, gathered by the index (SPEC §2-§3.3).
+    Memory ``O(B·H·T·R)`` besides the scores themselves."""
+    out = None
     for r in rel:
-        if r.table_k is not None:
-            a = r.table_k[r.index]
-            a_k = a if a_k is None else a_k + a
-        if r.table_v is not None:
-            a = r.table_v[r.index]
-            a_v = a if a_v is None else a_v + a
-    return a_k, a_v
+        if r.table_k is None:
+            continue
+        qt = q @ r.table_k.t().to(q.dtype)                                     # (B, H, T, R)
+        s = qt.gather(-1, _index(r.index, qt))
+        out = s if out is None else out + s
+    return out
+
+
+def relative_values(alpha: Tensor, rel: Sequence[RelativeTerms]) -> Tensor | None:
+    """``sum_j alpha_ij a^V_ij`` ``(B, H, T, d_k)``: the weights are scatter-added into ``(B, H, T, R)`` buckets of
+    equal relative index, then multiplied by ``table_v`` (``O(B·H·T·R)`` memory, not ``O(B·T²·d_k)``)."""
+    out = None
+    for r in rel:
+        if r.table_v is None:
+            continue
+        R = r.table_v.shape[0]
+        buckets = alpha.new_zeros(*alpha.shape[:-1], R).scatter_add_(-1, _index(r.index, alpha), alpha)
+        o = buckets @ r.table_v.to(alpha.dtype)
+        out = o if out is None else out + o
+    return out
+
+
+def _index(index: Tensor, like: Tensor) -> Tensor:
+    """A ``(T, T)`` or per-sentence ``(B, T, T)`` relative index broadcast to ``like``'s ``(B, H, Tq, Tk)``."""
+    B, H, Tq = like.shape[:3]
+    Tk = index.shape[-1]
+    idx = index if index.dim() == 3 else index.unsqueeze(0)
+    return idx.unsqueeze(1).expand(B, H, Tq, Tk)
 
 
 #: weight initialisations of the attention and feed-forward projections (``TransformerConfig.init``)
@@ -148,18 +171,19 @@ class MultiheadAttention(nn.Module):
         else:
             if sdpa_causal:
                 mask = torch.ones(Tq, Tk, dtype=torch.bool, device=x.device).tril()
-            a_k, a_v = relative_tables(rel)
             scores = q @ k.transpose(-1, -2)                                           # (B, H, Tq, Tk)
-            if a_k is not None:   # Shaw: q_i . a^K_ij
-                scores = scores + torch.einsum("bhid,ijd->bhij" if a_k.dim() == 3 else "bhid,bijd->bhij", q, a_k)
+            rel_k = relative_scores(q, rel)
+            if rel_k is not None:   # Shaw: q_i . a^K_ij
+                scores = scores + rel_k
             scores = scores / math.sqrt(self.d_k)
             if mask is not None:
                 scores = scores.masked_fill(~mask, float("-inf"))
             weights = scores.softmax(-1)
             alpha = F.dropout(weights, p, self.training)
             out = alpha @ v
-            if a_v is not None:   # Shaw: sum_j alpha_ij a^V_ij
-                out = out + torch.einsum("bhij,ijd->bhid" if a_v.dim() == 3 else "bhij,bijd->bhid", alpha, a_v)
+            rel_v = relative_values(alpha, rel)
+            if rel_v is not None:   # Shaw: sum_j alpha_ij a^V_ij
+                out = out + rel_v
         out = out.transpose(1, 2).reshape(B, Tq, self.n_heads * self.d_k)
         return self.out_proj(out), weights
 
