@@ -75,9 +75,14 @@ CHANNELS: dict[str, Channel] = {c.name: c for c in (
             hint="--orders FILE (lader order lines from `xlpe preorder apply`, or oracle orders from `xlpe orders`), "
                  "--preorderer DIR, or --channel xl=KIND:PATH"),
     Channel("depth", "dependency depth; subwords share their word's; EOS = max + 1 (SPEC §3.2)", eos="max_plus_one",
-            hint="--channel depth=FILE (one line of per-word depths per sentence)"),
+            hint="--trees FILE.conllu, or --channel depth=FILE (one line of per-word depths per sentence)"),
     Channel("tree_rel", "structural relative positions, (S, S) per sentence, EOS included (SPEC §3.3)", pair=True,
             expand="pair", hint="a pair channel given in memory (NAME -> (n+1)x(n+1) matrices)"),
+    Channel("tree_word", "the word a token belongs to (its pieces share it); EOS its own id, for structural "
+            "relative positions (SPEC §3.3)", pad=-1, eos="own_index",
+            hint="--trees FILE.conllu (dependency trees, one per source line)"),
+    Channel("tree_head", "the word of the token's word's dependency head; -1 for roots and EOS (SPEC §3.3)",
+            pad=-1, eos=-1, hint="--trees FILE.conllu (dependency trees, one per source line)"),
     Channel("dpe_target", "target-order rank of each source subword, -1 where none (SPEC §6.2)", pad=-1,
             expand="subword", eos=-1, training_only=True,
             hint="--channel dpe_target=dpe:FILE (DPE targets from `xlpe orders --dpe`)"),

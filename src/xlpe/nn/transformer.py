@@ -94,6 +94,8 @@ class Encoder(nn.Module):
                 ctx.terms[p.name] = term
                 if p.after_dropout:
                     ctx.after_dropout.add(p.name)
+        for name in {r for p in self.pe for r in p.replaces()}:
+            ctx.terms.pop(name, None)
         x = ctx.emb
         for p in self.pe:
             if p.name in ctx.terms and not p.after_dropout:

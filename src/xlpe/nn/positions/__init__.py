@@ -16,6 +16,7 @@ from xlpe.nn.positions.base import EncodingContext, HeadInput, NoPositionEncodin
 from xlpe.nn.positions.learned import LearnedPositionEncoding
 from xlpe.nn.positions.rpe import ShawRelativePositionEncoding, relative_index
 from xlpe.nn.positions.sinusoid import sinusoid
+from xlpe.nn.positions.structural import StructuralAbsoluteEncoding, StructuralRelativeEncoding
 from xlpe.nn.positions.xl import (CombinationPositionEncoding, HeadXLPositionEncoding, InXLPositionEncoding,
                                   XLPositionEncoding)
 
@@ -32,6 +33,8 @@ ENCODINGS: dict[str, type[PositionEncoding]] = {
     "inxl": InXLPositionEncoding,
     "headxl": HeadXLPositionEncoding,
     "combination": CombinationPositionEncoding,
+    "struct_abs": StructuralAbsoluteEncoding,
+    "struct_rel": StructuralRelativeEncoding,
 }
 
 def build_encodings(cfg: "TransformerConfig") -> nn.ModuleList:

@@ -47,6 +47,7 @@ class EncodingContext:
         terms: input terms computed so far, by encoding name (complete when head/relative hooks run).
         aux: auxiliary losses and diagnostics, by name; returned by ``Transformer.encode``.
         after_dropout: names of the encodings whose term is added after the input dropout.
+        cache: tensors an encoding derives once per forward pass and reads in every layer (e.g. an index).
     """
 
     tokens: Tensor
@@ -56,6 +57,7 @@ class EncodingContext:
     terms: dict[str, Tensor] = field(default_factory=dict)
     aux: dict[str, Tensor] = field(default_factory=dict)
     after_dropout: set[str] = field(default_factory=set)
+    cache: dict[str, Tensor] = field(default_factory=dict)
 
     def channel(self, name: str, *, who: str = "this encoding") -> Tensor:
         """Channel ``name``, checked against the batch shape; a missing one is a :class:`ConfigError`."""
@@ -148,6 +150,11 @@ class PositionEncoding(nn.Module):
     def input_term(self, ctx: EncodingContext) -> Tensor | None:
         """An additive term broadcastable to ``(B, T, d)``, or None."""
         return None
+
+    def replaces(self) -> set[str]:
+        """Encodings whose input term this one's term replaces (e.g. a fusion of ``PE_abs`` with another PE);
+        the encoder leaves their terms out of the sum."""
+        return set()
 
     # (b) ------------------------------------------------------------------------------------------------------
     def head_input(self, ctx: EncodingContext, layer: int, x: Tensor | None = None) -> HeadInput | None:
