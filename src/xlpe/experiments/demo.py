@@ -172,7 +172,8 @@ def nmt_stage(cfg: DemoConfig, out: Path, spm: str, orders: dict[str, str]) -> d
     train_opts = dict(lr=cfg.nmt_lr, warmup=min(200, cfg.nmt_updates // 4), max_tokens=cfg.nmt_max_tokens,
                       max_updates=cfg.nmt_updates, save_every=max(100, cfg.nmt_updates // 3), clip_norm=1.0)
     gold = {"src": str(data / "test.src"), "tgt": str(data / "test.tgt"),
-            "alignments": list(read_alignments(data / "test.align", 0)), "orders": orders["test"]}
+            "alignments": list(read_alignments(data / "test.align", 0)),
+            "channels": {"xl": "orders:" + orders["test"]}}
     tasks = []
     for name in cfg.nmt_pe:
         pe = pe_list(name)
@@ -184,8 +185,9 @@ def nmt_stage(cfg: DemoConfig, out: Path, spm: str, orders: dict[str, str]) -> d
         fn = functools.partial(
             run_system, pe=pe, pe_options={}, encoder_free=False, seed=cfg.seed, model=model, train_opts=train_opts,
             spm=str(spm), train_src=str(data / "train.src"), train_tgt=str(data / "train.tgt"),
-            dev_src=str(data / "dev.src"), dev_tgt=str(data / "dev.tgt"), train_orders=orders["train"],
-            dev_orders=orders["dev"], tests={"test": (str(data / "test.src"), str(data / "test.tgt"), orders["test"])},
+            dev_src=str(data / "dev.src"), dev_tgt=str(data / "dev.tgt"), train_channels={"xl": "orders:" + orders["train"]},
+            dev_channels={"xl": "orders:" + orders["dev"]},
+            tests={"test": (str(data / "test.src"), str(data / "test.tgt"), {"xl": "orders:" + orders["test"]})},
             beam=cfg.beam, lenpen=0.6, threads=cfg.threads, gold=gold if want_aer else None)
         tasks.append((out / "nmt", name, params, fn))
     for name, r in zip(cfg.nmt_pe, run_stages(tasks, cfg.jobs, cfg.force)):

@@ -33,49 +33,50 @@ def _median_tokens_per_s(run_dir: Path) -> float | None:
 
 def run_system(run_dir: Path, *, pe: list[str], pe_options: dict, encoder_free: bool, seed: int,
                model: dict, train_opts: dict, spm: str, train_src: str, train_tgt: str, dev_src: str | None,
-               dev_tgt: str | None, train_orders: str | None, dev_orders: str | None,
-               tests: dict[str, tuple[str, str, str | None]], beam: int, lenpen: float, threads: int,
-               noise: float = 0.0, noise_unit: str = "indices", orders_level: str = "word",
-               gold: dict | None = None, more_gold: dict[str, dict] | None = None, attention_layer: int = -2,
+               dev_tgt: str | None, train_channels: dict[str, str], dev_channels: dict[str, str],
+               tests: dict[str, tuple[str, str, dict[str, str]]], beam: int, lenpen: float, threads: int,
+               noise: float = 0.0, noise_unit: str = "indices", gold: dict | None = None,
+               more_gold: dict[str, dict] | None = None, attention_layer: int = -2,
                attention_merge: str = "any") -> dict:
     """Train one model (resuming from its checkpoints), translate every test set, and score it.
 
-    ``tests`` maps a name to ``(source, reference, predicted orders or None)``. ``gold`` (optional) is
-    ``{src, tgt, alignments (list of Alignment), orders}``: with it the run also reports the AER / P / R of
-    alignments extracted from its attention (SPEC §4.6); ``more_gold`` (name -> such a dict) scores further
-    gold sets the same way (``attention_alignment_more``).
+    Channels are ``name -> [KIND:]PATH`` specs (:mod:`xlpe.sources`) for the training, dev and test sources;
+    each is passed only to a model that reads it, so one set of specs serves every system of a recipe.
+    ``tests`` maps a name to ``(source, reference, channels)``. ``gold`` (optional) is ``{src, tgt,
+    alignments (list of Alignment), channels}``: with it the run also reports the AER / P / R of alignments
+    extracted from its attention (SPEC §4.6); ``more_gold`` (name -> such a dict) scores further gold sets the
+    same way (``attention_alignment_more``). ``noise`` perturbs the training ``xl`` channel (SPEC §4.8).
     """
     import torch
 
     from xlpe.data.subword import SubwordModel
     from xlpe.evaluate.bleu import corpus_scores
     from xlpe.infer.translate import translate_lines
-    from xlpe.io.orders import invert_order, read_orders
     from xlpe.nn.transformer import count_parameters
+    from xlpe.sources import open_sources
     from xlpe.train.trainer import train
 
     sw = SubwordModel.load(spm)
-    mcfg, tcfg, dcfg, uses_xl = _train_configs(
+    mcfg, tcfg, dcfg = _train_configs(
         run_dir / "train", pe=pe, pe_options=pe_options, encoder_free=encoder_free, seed=seed, model=model,
         train_opts=train_opts, spm=spm, train_src=train_src, train_tgt=train_tgt, dev_src=dev_src,
-        dev_tgt=dev_tgt, train_orders=train_orders, dev_orders=dev_orders, threads=threads, noise=noise,
-        noise_unit=noise_unit, orders_level=orders_level)
-    opts = mcfg.pe_options
+        dev_tgt=dev_tgt, train_channels=train_channels, dev_channels=dev_channels, threads=threads, noise=noise,
+        noise_unit=noise_unit)
+    reads = _reads(mcfg)
     t0 = time.time()
     res = train(mcfg, tcfg, dcfg)
     train_s = time.time() - t0
     net = res.model.eval()
-    out: dict[str, Any] = {"pe": pe, "pe_options": opts, "encoder_free": encoder_free, "seed": seed, "threads": threads,
-                           "updates": res.step, "stop_reason": res.stop_reason, "params": count_parameters(net),
-                           "train_seconds": round(train_s, 1),
+    out: dict[str, Any] = {"pe": pe, "pe_options": mcfg.pe_options, "encoder_free": encoder_free, "seed": seed,
+                           "threads": threads, "updates": res.step, "stop_reason": res.stop_reason,
+                           "params": count_parameters(net), "train_seconds": round(train_s, 1),
                            "tokens_per_s": _median_tokens_per_s(run_dir / "train"), "tests": {}}
-    for name, (src, ref, orders) in tests.items():
+    for name, (src, ref, channels) in tests.items():
         lines = read_text(src)
-        ch = {"xl": [invert_order(o) for o in read_orders(orders)]} if uses_xl else None
         t0 = time.time()
         with torch.inference_mode():
-            hyps = translate_lines(net, sw, lines, beam=beam, lenpen=lenpen, batch_size=64, channels=ch,
-                                   channel_level=orders_level)
+            hyps = translate_lines(net, sw, lines, beam=beam, lenpen=lenpen, batch_size=64,
+                                   channels=open_sources(_only(channels, reads)))
         dec_s = time.time() - t0
         hyp_path = run_dir / f"{name}.hyp"
         with atomic_write(hyp_path) as f:
@@ -92,10 +93,10 @@ def run_system(run_dir: Path, *, pe: list[str], pe_options: dict, encoder_free: 
             log.warning("attention layer %d does not exist in a %d-layer decoder; using the last layer",
                         attention_layer, mcfg.dec_layers)
             attention_layer = -1
+
         def score(g: dict) -> dict:
             hyp_al = align_from_model(ckpt, read_text(g["src"]), read_text(g["tgt"]), layer=attention_layer,
-                                      merge=attention_merge, orders=g["orders"] if uses_xl else None,
-                                      orders_level=orders_level, device="cpu")
+                                      merge=attention_merge, channels=_only(g["channels"], reads), device="cpu")
             sc = corpus_aer(hyp_al, g["alignments"])
             return {"aer": sc.aer, "precision": sc.precision, "recall": sc.recall, "layer": attention_layer,
                     "merge": attention_merge, "sentences": sc.sentences}
@@ -105,13 +106,23 @@ def run_system(run_dir: Path, *, pe: list[str], pe_options: dict, encoder_free: 
     return out
 
 
+def _reads(mcfg, training: bool = False) -> set[str]:
+    """The channels a model reads (inference inputs; with ``training`` its targets too)."""
+    from xlpe.nn.positions import required_inputs, required_targets
+    return required_inputs(mcfg) | (required_targets(mcfg) if training else set())
+
+
+def _only(channels: dict[str, str] | None, names: set[str]) -> dict[str, str]:
+    return {k: v for k, v in (channels or {}).items() if k in names}
+
+
 def _train_configs(train_dir: Path, *, pe: list[str], pe_options: dict, encoder_free: bool, seed: int, model: dict,
                    train_opts: dict, spm: str, train_src: str, train_tgt: str, dev_src: str | None = None,
-                   dev_tgt: str | None = None, train_orders: str | None = None, dev_orders: str | None = None,
-                   threads: int = 1, noise: float = 0.0, noise_unit: str = "indices", orders_level: str = "word"):
-    """The model, training and data configs of one recipe run, and whether the model reads XL indices."""
+                   dev_tgt: str | None = None, train_channels: dict[str, str] | None = None,
+                   dev_channels: dict[str, str] | None = None, threads: int = 1, noise: float = 0.0,
+                   noise_unit: str = "indices"):
+    """The model, training and data configs of one recipe run (each channel passed only if the model reads it)."""
     from xlpe.data.subword import SubwordModel
-    from xlpe.nn.positions import required_inputs
     from xlpe.nn.config import TransformerConfig
     from xlpe.train.config import DataConfig, TrainConfig
 
@@ -120,23 +131,21 @@ def _train_configs(train_dir: Path, *, pe: list[str], pe_options: dict, encoder_
     opts = {k: v for k, v in pe_options.items() if k in _declared_options(pe)}
     mcfg = TransformerConfig.from_preset(preset, **{**m, "src_vocab_size": SubwordModel.load(spm).vocab_size,
                                                     "pe": pe, "pe_options": opts, "encoder_free": encoder_free})
-    uses_xl = "xl" in required_inputs(mcfg)
-    if noise and not uses_xl:
+    if noise and "xl" not in _reads(mcfg):
         raise ConfigError(f"a noise ratio applies to XL positions, but the encodings {pe} read none")
     tcfg = TrainConfig(**{"log_every": 50, "progress": sys.stderr.isatty(), "threads": threads,
                           "validate_every": 0, "keep_last": 1, **train_opts, "out": str(train_dir),
                           "seed": seed, "resume": "auto"})
     dcfg = DataConfig(train_src=train_src, train_tgt=train_tgt, dev_src=dev_src, dev_tgt=dev_tgt,
-                      subword_model=spm, train_orders=train_orders if uses_xl else None,
-                      dev_orders=dev_orders if uses_xl and dev_src else None,
-                      orders_level=orders_level, train_orders_noise=noise, noise_seed=seed, noise_unit=noise_unit)
-    return mcfg, tcfg, dcfg, uses_xl
+                      subword_model=spm, train_channels=_only(train_channels, _reads(mcfg, training=True)),
+                      dev_channels=_only(dev_channels, _reads(mcfg)) if dev_src else {},
+                      train_orders_noise=noise, noise_seed=seed, noise_unit=noise_unit)
+    return mcfg, tcfg, dcfg
 
 
 def measure_cost(out_dir: Path, systems: dict[str, tuple[list[str], dict]], *, model: dict, train_opts: dict,
-                 spm: str, train_src: str, train_tgt: str, train_orders: str | None, threads: int, rounds: int,
-                 orders_level: str = "word",
-                 updates: int, seed: int = 1) -> dict:
+                 spm: str, train_src: str, train_tgt: str, train_channels: dict[str, str], threads: int,
+                 rounds: int, updates: int, seed: int = 1) -> dict:
     """Training speed of each system relative to the first, measured in interleaved rounds.
 
     ``systems`` maps a name to ``(pe, pe_options)``; the first is the reference. Every system trains with the
@@ -155,12 +164,11 @@ def measure_cost(out_dir: Path, systems: dict[str, tuple[list[str], dict]], *, m
     tps: dict[str, list[float]] = {n: [] for n in systems}
     for r in range(rounds + 1):
         for name, (pe, pe_options) in systems.items():
-            mcfg, tcfg, dcfg, _ = _train_configs(
+            mcfg, tcfg, dcfg = _train_configs(
                 out_dir / name, pe=pe, pe_options=pe_options, encoder_free=False, seed=seed, model=model,
                 train_opts={**opts, "max_updates": (r + 1) * updates, "save_every": updates,
                             "log_every": updates // 2, "keep_last": 1, "cache_data": True, "progress": False},
-                spm=spm, train_src=train_src, train_tgt=train_tgt, train_orders=train_orders, threads=threads,
-                orders_level=orders_level)
+                spm=spm, train_src=train_src, train_tgt=train_tgt, train_channels=train_channels, threads=threads)
             train(mcfg, tcfg, dcfg)
             if r:
                 with open(out_dir / name / "train_log.csv", newline="") as f:

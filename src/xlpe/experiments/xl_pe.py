@@ -285,19 +285,22 @@ def run_experiment(cfg: XLConfig, out: str | os.PathLike, only: list[str] | None
                          level=e.preorder_level, spm=spm,
                          gold={"gold": _gold_alignments(data)} if p.get("gold_align") and p.get("gold_src") else None)
     orders = pre["orders"]
-    tests = {"test": (p["test_src"], p["test_tgt"], orders["test"])}
+    kind = "orders:" if pre["level"] == "word" else "subword-orders:"     # the level the preorderer worked at
+    xl = {k: {"xl": kind + v} for k, v in orders.items()}
+    tests = {"test": (p["test_src"], p["test_tgt"], xl["test"])}
     for name, (src, tgt) in data.get("extra_tests", {}).items():
-        tests[name] = (src, tgt, orders[f"extra-{name}"])
+        tests[name] = (src, tgt, xl[f"extra-{name}"])
     gold = None
     if p.get("gold_align") and "table3" in tables:
         gold = {"src": p["gold_src"], "tgt": p["gold_tgt"], "alignments": _gold_alignments(data),
-                "orders": orders["gold"]}
+                "channels": xl["gold"]}
     more_gold = None
     if gold is not None and data.get("gold_split"):     # the whole gold set, dev part included (marked)
         more_gold = {"all-gold": {"src": cfg.data.gold_src, "tgt": cfg.data.gold_tgt,
                                   "alignments": _gold_alignments(data, cfg.data.gold_align),
-                                  "orders": orders["extra-all-gold"]}}
+                                  "channels": xl["extra-all-gold"]}}
     train_orders = pre["oracle_train"] if e.xl_train_source == "oracle" else orders["train"]
+    train_channels = {"xl": kind + train_orders}
     results: dict[str, Any] = {"data": data, "preorder": pre}
     if gold is not None:
         results["diagonal_alignment"] = _diagonal_reference(gold)
@@ -312,7 +315,8 @@ def run_experiment(cfg: XLConfig, out: str | os.PathLike, only: list[str] | None
             want_gold = gold is not None and table == "table1" and name in e.alignment_systems
             params = {"run": ro, "seed": seed, "model": cfg.model, "train": cfg.train, "beam": e.beam,
                       "lenpen": e.lenpen, "spm": file_sig(spm), "train_orders": file_sig(train_orders),
-                      "tests": {k: file_sig(*[x for x in v if x]) for k, v in tests.items()},
+                      "tests": {k: file_sig(v[0], v[1], orders[k if k == "test" else f"extra-{k}"])
+                                for k, v in tests.items()},
                       "gold": want_gold, "attention": [e.attention_layer, e.attention_merge]}
             if want_gold and more_gold:          # only when set, so runs cached before the split keep their key
                 params["more_gold"] = sorted(more_gold)
@@ -321,9 +325,9 @@ def run_experiment(cfg: XLConfig, out: str | os.PathLike, only: list[str] | None
             fn = functools.partial(
                 run_system, pe=ro["pe"], pe_options=ro["pe_options"], encoder_free=ro["encoder_free"], seed=seed,
                 model=cfg.model, train_opts=cfg.train, spm=spm, train_src=p["train_src"], train_tgt=p["train_tgt"],
-                dev_src=p.get("dev_src") or None, dev_tgt=p.get("dev_tgt") or None, train_orders=train_orders,
-                dev_orders=orders.get("dev"), tests=tests, beam=e.beam, lenpen=e.lenpen, threads=e.threads,
-                noise=ro["noise"], noise_unit=e.noise_unit, orders_level=pre["level"],
+                dev_src=p.get("dev_src") or None, dev_tgt=p.get("dev_tgt") or None, train_channels=train_channels,
+                dev_channels=xl.get("dev", {}), tests=tests, beam=e.beam, lenpen=e.lenpen, threads=e.threads,
+                noise=ro["noise"], noise_unit=e.noise_unit,
                 gold=gold if want_gold else None, more_gold=more_gold if want_gold else None,
                 attention_layer=e.attention_layer,
                 attention_merge=e.attention_merge)
@@ -339,8 +343,8 @@ def run_experiment(cfg: XLConfig, out: str | os.PathLike, only: list[str] | None
                   "files": file_sig(spm, p["train_src"], p["train_tgt"], train_orders)}
         results["cost"] = run_stage(out, "cost", params, lambda d: measure_cost(
             d, systems, model=cfg.model, train_opts=cfg.train, spm=spm, train_src=p["train_src"],
-            train_tgt=p["train_tgt"], train_orders=train_orders, threads=e.threads, rounds=e.cost_rounds,
-            updates=e.cost_updates, seed=e.base_seed, orders_level=pre["level"]))
+            train_tgt=p["train_tgt"], train_channels=train_channels, threads=e.threads, rounds=e.cost_rounds,
+            updates=e.cost_updates, seed=e.base_seed))
     results["summary"] = summarise(cfg, results, tables, tests, _default_tau(cfg))
     if results["summary"]["fig4"]:
         from xlpe.io.orders import read_orders
