@@ -106,6 +106,40 @@ def run_system(run_dir: Path, *, pe: list[str], pe_options: dict, encoder_free: 
     return out
 
 
+def run_grid(out: Path, systems: dict[str, dict], seeds: list[int], *, key: dict, jobs: int = 1,
+             gold_for: set[str] = frozenset(), gold: dict | None = None, more_gold: dict | None = None,
+             **common: Any) -> dict[str, dict]:
+    """:func:`run_system` for every system and seed, cached and resumable as ``out/<system>/seed<k>``.
+
+    ``systems`` maps a name to its run options (``pe``, ``pe_options``, ``encoder_free``, ``noise``); ``key``
+    holds everything else that changes a run's result (model, budget, data signatures) and enters each run's
+    cache key with the options, the seed and whether it aligns the gold set (systems in ``gold_for``). Threads
+    and jobs are not in the key: they change the speed, not the model a budget of updates trains, so a table
+    can be filled with one thread per run in one sitting and two in another. Runs go seed by seed, so an
+    interrupted grid has every system of the first seeds rather than all seeds of a few. Returns
+    ``{"<system>/seed<k>": result}``.
+    """
+    import functools
+
+    from xlpe.experiments.cache import run_stages
+
+    tasks, keys = [], []
+    for seed in seeds:
+        for name, ro in systems.items():
+            want_gold = gold is not None and name in gold_for
+            params = {"run": ro, "seed": seed, **key, "gold": want_gold}
+            if not want_gold:
+                params.pop("more_gold", None)
+            fn = functools.partial(run_system, pe=ro["pe"], pe_options=ro.get("pe_options", {}),
+                                   encoder_free=ro.get("encoder_free", False), noise=ro.get("noise", 0.0),
+                                   seed=seed, gold=gold if want_gold else None,
+                                   more_gold=more_gold if want_gold else None, **common)
+            tasks.append((out, f"{name}/seed{seed}", params, fn))
+            keys.append(f"{name}/seed{seed}")
+    log.info("%d runs (%d systems x %d seeds), %d at a time", len(tasks), len(systems), len(seeds), jobs)
+    return dict(zip(keys, run_stages(tasks, jobs)))
+
+
 def _reads(mcfg, training: bool = False) -> set[str]:
     """The channels a model reads (inference inputs; with ``training`` its targets too)."""
     from xlpe.nn.positions import required_inputs, required_targets

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import functools
 import json
 import logging
 import os
@@ -50,8 +49,8 @@ from typing import Any
 
 from xlpe.config import add_config_arguments, apply_sets, build, read_toml
 from xlpe.errors import ConfigError
-from xlpe.experiments.cache import file_sig, run_stage, run_stages
-from xlpe.experiments.nmt_runs import STOPS, measure_cost, run_system
+from xlpe.experiments.cache import file_sig, run_stage
+from xlpe.experiments.nmt_runs import STOPS, measure_cost, run_grid
 from xlpe.experiments.stages import DataSpec, align_stage, data_stage, preorder_stage, read_text, subword_stage
 from xlpe.experiments.systems import ENCODER_FREE, SYSTEMS, pe_list
 from xlpe.experiments.xl_pe_report import plot_figures, render_report, summarise
@@ -307,34 +306,20 @@ def run_experiment(cfg: XLConfig, out: str | os.PathLike, only: list[str] | None
         if more_gold:
             results["diagonal_alignment_all_gold"] = _diagonal_reference(more_gold["all-gold"])
     planned = _runs(cfg, tables)
-    tasks, keys = [], []
-    # seed by seed: an interrupted recipe has every system of the first seeds rather than all seeds of a few
-    for seed in e.seeds:
-        for table, name, ro in planned:
-            key = f"{name}/seed{seed}"
-            want_gold = gold is not None and table == "table1" and name in e.alignment_systems
-            params = {"run": ro, "seed": seed, "model": cfg.model, "train": cfg.train, "beam": e.beam,
-                      "lenpen": e.lenpen, "spm": file_sig(spm), "train_orders": file_sig(train_orders),
-                      "tests": {k: file_sig(v[0], v[1], orders[k if k == "test" else f"extra-{k}"])
-                                for k, v in tests.items()},
-                      "gold": want_gold, "attention": [e.attention_layer, e.attention_merge]}
-            if want_gold and more_gold:          # only when set, so runs cached before the split keep their key
-                params["more_gold"] = sorted(more_gold)
-            # threads and jobs are not in the key: they change the speed, not the model a budget of updates
-            # trains, so a table can be filled with one thread per run in one sitting and two in another
-            fn = functools.partial(
-                run_system, pe=ro["pe"], pe_options=ro["pe_options"], encoder_free=ro["encoder_free"], seed=seed,
-                model=cfg.model, train_opts=cfg.train, spm=spm, train_src=p["train_src"], train_tgt=p["train_tgt"],
-                dev_src=p.get("dev_src") or None, dev_tgt=p.get("dev_tgt") or None, train_channels=train_channels,
-                dev_channels=xl.get("dev", {}), tests=tests, beam=e.beam, lenpen=e.lenpen, threads=e.threads,
-                noise=ro["noise"], noise_unit=e.noise_unit,
-                gold=gold if want_gold else None, more_gold=more_gold if want_gold else None,
-                attention_layer=e.attention_layer,
-                attention_merge=e.attention_merge)
-            tasks.append((out / "runs", key, params, fn))
-            keys.append(key)
-    log.info("%d runs (%d systems x %d seeds), %d at a time", len(tasks), len(planned), len(e.seeds), e.jobs)
-    results["runs"] = dict(zip(keys, run_stages(tasks, e.jobs)))
+    gold_for = {name for table, name, _ in planned if gold is not None and table == "table1"
+                and name in e.alignment_systems}
+    results["runs"] = run_grid(
+        out / "runs", {name: ro for _, name, ro in planned}, e.seeds, jobs=e.jobs, gold_for=gold_for,
+        key={"model": cfg.model, "train": cfg.train, "beam": e.beam, "lenpen": e.lenpen, "spm": file_sig(spm),
+             "train_orders": file_sig(train_orders),
+             "tests": {k: file_sig(v[0], v[1], orders[k if k == "test" else f"extra-{k}"]) for k, v in tests.items()},
+             "attention": [e.attention_layer, e.attention_merge], **({"more_gold": sorted(more_gold)} if more_gold
+                                                                    else {})},
+        model=cfg.model, train_opts=cfg.train, spm=spm, train_src=p["train_src"], train_tgt=p["train_tgt"],
+        dev_src=p.get("dev_src") or None, dev_tgt=p.get("dev_tgt") or None, train_channels=train_channels,
+        dev_channels=xl.get("dev", {}), tests=tests, beam=e.beam, lenpen=e.lenpen, threads=e.threads,
+        noise_unit=e.noise_unit, gold=gold, more_gold=more_gold, attention_layer=e.attention_layer,
+        attention_merge=e.attention_merge)
     if "table1" in tables and e.cost_rounds:
         systems = {n: (pe_list(n), e.pe_options) for n in dict.fromkeys(["baseline"] + e.systems)}
         params = {"systems": systems, "model": cfg.model,
