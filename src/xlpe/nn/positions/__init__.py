@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Mapping
 from torch import nn
 
 from xlpe.errors import ConfigError
+from xlpe.nn.positions.dpe import DynamicPositionEncoding
 from xlpe.nn.positions.base import EncodingContext, HeadInput, NoPositionEncoding, PositionEncoding, RelativeTerms
 from xlpe.nn.positions.learned import LearnedPositionEncoding
 from xlpe.nn.positions.rpe import ShawRelativePositionEncoding, relative_index
@@ -35,6 +36,7 @@ ENCODINGS: dict[str, type[PositionEncoding]] = {
     "combination": CombinationPositionEncoding,
     "struct_abs": StructuralAbsoluteEncoding,
     "struct_rel": StructuralRelativeEncoding,
+    "dpe": DynamicPositionEncoding,
 }
 
 def build_encodings(cfg: "TransformerConfig") -> nn.ModuleList:
