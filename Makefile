@@ -1,6 +1,6 @@
 # Two commands do all the set-up (README): `make demo` and `make test`.
 # Both install first. On CPU-only machines torch must come in pinned *before* xlpe, otherwise pip may
-# resolve `torch>=2.4` to a multi-GB CUDA build; elsewhere set TORCH_SPEC (e.g. TORCH_SPEC='torch>=2.4').
+# resolve `torch>=2.10` to a multi-GB CUDA build; elsewhere set TORCH_SPEC (e.g. TORCH_SPEC='torch>=2.10').
 PYTHON ?= python3
 TORCH_SPEC ?= torch==2.13.0
 PIP = $(PYTHON) -m pip install --disable-pip-version-check -q

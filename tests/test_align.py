@@ -193,7 +193,8 @@ def test_subword_model_object_from_xlpe_data(tmp_path, corpus):
     sub = pytest.importorskip("xlpe.data.subword")
     pytest.importorskip("sentencepiece")
     src, tgt, _ = (x[:300] for x in corpus)
-    model = sub.train_subwords([" ".join(s) + " " + " ".join(t) for s, t in zip(src, tgt)], tmp_path / "sp.model",
+    model = sub.train_subwords([], tmp_path / "sp.model", sentences=[" ".join(s) + " " + " ".join(t)
+                                                                    for s, t in zip(src, tgt)],
                                vocab_size=300, num_threads=1)
     out = EflomalAligner(**FAST, subword=model).align(src, tgt)
     assert all(i < len(s) and j < len(t) for a, s, t in zip(out, src, tgt) for i, j in a.links)

@@ -21,7 +21,7 @@ CORPUS = [
 @pytest.fixture(scope="module")
 def model(tmp_path_factory):
     p = tmp_path_factory.mktemp("spm") / "m.model"
-    return train_subwords(iter(CORPUS), p, vocab_size=420)
+    return train_subwords([], p, sentences=iter(CORPUS), vocab_size=420)
 
 
 def test_specials_and_load(model, tmp_path_factory):
@@ -95,4 +95,4 @@ def test_bad_model_files(tmp_path):
 
 def test_bad_model_type(tmp_path):
     with pytest.raises(ConfigError):
-        train_subwords(iter(CORPUS), tmp_path / "m.model", model_type="nope")
+        train_subwords([], tmp_path / "m.model", sentences=iter(CORPUS), model_type="nope")

@@ -9,7 +9,7 @@ import sys
 from dataclasses import asdict
 
 from xlpe.errors import ConfigError
-from xlpe.evaluate.bleu import corpus_scores, paired_bootstrap
+from xlpe.evaluate.bleu import check_tokenize, corpus_scores, paired_bootstrap
 from xlpe.io.text import read_lines
 
 def _read(path: str) -> list[str]:
@@ -35,9 +35,12 @@ def add_cli_arguments(p: argparse.ArgumentParser) -> None:
 
 def cli_main(args: argparse.Namespace) -> int:
     result: dict = {}
+    if args.bootstrap < 1:
+        raise ConfigError(f"--bootstrap must be >= 1, not {args.bootstrap}")
     if args.hyp:
         if not args.ref:
             raise ConfigError("--hyp needs --ref")
+        check_tokenize(args.tokenize)
         refs = [_read(r) for r in args.ref]
         names = args.names or [os.path.basename(h) for h in args.hyp]
         if len(names) != len(args.hyp):

@@ -7,7 +7,7 @@ import json
 
 from xlpe.data.subword import SubwordModel, train_subwords
 from xlpe.errors import FormatError
-from xlpe.io.atomic import atomic_write
+from xlpe.io.atomic import atomic_write, check_outputs
 from xlpe.io.text import read_lines, tokenize
 
 
@@ -42,12 +42,14 @@ def add_cli_arguments(p: argparse.ArgumentParser) -> None:
 
 def cli_main(args: argparse.Namespace) -> int:
     if args.subword_command == "train":
+        check_outputs([args.model], args.input)
         m = train_subwords(args.input, args.model, vocab_size=args.vocab_size, model_type=args.model_type,
                            character_coverage=args.character_coverage, normalization=args.normalization,
                            byte_fallback=not args.no_byte_fallback, max_sentences=args.max_sentences,
                            hard_vocab_limit=args.hard_vocab_limit)
         print(json.dumps({"model": args.model, "vocab_size": m.vocab_size}))
         return 0
+    check_outputs([args.output, getattr(args, "word_map", None)], [args.input, args.model])
     m = SubwordModel.load(args.model)
     if args.subword_command == "encode":
         lines = (t for _, t in read_lines(args.input))
@@ -74,6 +76,10 @@ def cli_main(args: argparse.Namespace) -> int:
                     ids = [int(t) for t in toks]
                 except ValueError:
                     raise FormatError("non-integer id", args.input, lineno, "space-separated ids") from None
+                bad = [i for i in ids if not 0 <= i < m.vocab_size]
+                if bad:
+                    raise FormatError(f"id {bad[0]} is outside the vocabulary", args.input, lineno,
+                                      f"ids in 0..{m.vocab_size - 1}")
                 out.write(m.decode_ids(ids) + "\n")
             else:
                 out.write(m.decode_pieces(toks) + "\n")

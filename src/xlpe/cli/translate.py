@@ -8,6 +8,7 @@ import logging
 import torch
 
 from xlpe.config import parse_pairs
+from xlpe.errors import ConfigError
 from xlpe.infer.beam import STOP_RULES
 from xlpe.infer.translate import translate_file
 
@@ -19,7 +20,7 @@ def add_cli_arguments(p: argparse.ArgumentParser) -> None:
                    help="checkpoint file (checkpoint_<step>.pt / checkpoint_best.pt); several are averaged")
     p.add_argument("--input", default="-", help="input text, one pre-tokenised sentence a line ('-' = stdin)")
     p.add_argument("--output", default="-", help="output file ('-' = stdout); written atomically")
-    p.add_argument("--beam", type=int, default=5, help="beam size")
+    p.add_argument("--beam", type=int, default=None, help="beam size (default 5; not with --greedy)")
     p.add_argument("--greedy", action="store_true", help="greedy decoding instead of beam search")
     p.add_argument("--beam-stop", default="exhaust", choices=STOP_RULES,
                    help="beam stopping rule: fairseq (keep BEAM live, stop at BEAM finished) or exhaust (shrinking "
@@ -45,18 +46,23 @@ def add_cli_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto")
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch's default)")
     p.add_argument("--progress", action="store_true", help="show a progress bar on stderr")
+    p.add_argument("--skip-long", action="store_true",
+                   help="write an empty line for a line longer than the model's limit (counted in a warning) "
+                        "instead of stopping with an error")
 
 
 def cli_main(args: argparse.Namespace) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     channels = parse_pairs(args.channel, "--channel")
-    n = translate_file(args.checkpoint, args.input, args.output, beam=args.beam, lenpen=args.lenpen,
+    if args.greedy and args.beam is not None:
+        raise ConfigError("--greedy decodes without a beam: leave out --beam, or drop --greedy")
+    n = translate_file(args.checkpoint, args.input, args.output, beam=5 if args.beam is None else args.beam, lenpen=args.lenpen,
                        max_len_a=args.max_len_a, max_len_b=args.max_len_b, batch_size=args.batch_size,
                        max_tokens=args.max_tokens, greedy=args.greedy, beam_stop=args.beam_stop,
                        chunk_size=args.chunk_size,
                        orders=args.orders, orders_level=args.orders_level, preorderer=args.preorderer,
                        preorder_processes=args.preorder_processes, channels=channels, device=args.device,
-                       progress=args.progress)
+                       progress=args.progress, skip_long=args.skip_long)
     log.info("translated %d lines", n)
     return 0

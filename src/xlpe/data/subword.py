@@ -132,55 +132,61 @@ class SubwordModel:
         return tokenize(text)
 
 
-def train_subwords(inputs: Iterable[str | os.PathLike] | Iterable[str], model_path: str | os.PathLike, *,
-                   vocab_size: int = 8000, model_type: str = "bpe", character_coverage: float = 1.0,
-                   normalization: str = "identity", byte_fallback: bool = True, max_sentences: int = 2_000_000,
-                   seed_sentences_from_files: bool = True, hard_vocab_limit: bool = False,
+def train_subwords(inputs: Iterable[str | os.PathLike], model_path: str | os.PathLike, *,
+                   sentences: Iterable[str] | None = None, vocab_size: int = 8000, model_type: str = "bpe",
+                   character_coverage: float = 1.0, normalization: str = "identity", byte_fallback: bool = True,
+                   max_sentences: int = 2_000_000, hard_vocab_limit: bool = False,
                    num_threads: int = 2) -> SubwordModel:
-    """Train a sentencepiece model on files (paths) or on an iterator of sentences.
+    """Train a sentencepiece model on text files (``inputs``, paths) or on ``sentences`` in memory.
 
     For a joint vocabulary pass the source and target files together; for separate vocabularies call it
     once per side. ``hard_vocab_limit=False`` lets a small corpus produce fewer pieces than asked instead
-    of failing. The model is written atomically to ``model_path``.
+    of failing. The model is written atomically to ``model_path``. A path that is not a readable file, or
+    input with no text at all, is an error naming it (never treated as text).
     """
     spm = _spm()
-    items = list(inputs) if not isinstance(inputs, (str, os.PathLike)) else [inputs]
+    paths = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
+    for p in paths:
+        if not _is_file(p):
+            raise FormatError("not a readable file" if os.path.exists(p) else "file not found", p,
+                              expected="a text file, one sentence per line")
+    if not paths and sentences is None:
+        raise ConfigError("no training text: give input files or sentences")
+    described = ", ".join(map(os.fspath, paths)) or "the sentences given"
+    count = [0]
 
-    def sentences() -> Iterator[str]:
-        n = 0
-        for it in items:
-            src = [it] if not isinstance(it, (str, os.PathLike)) or not _is_file(it) else None
-            if src is None:
-                for _, text in read_lines(it):
-                    if text.strip():
-                        yield text
-                        n += 1
-                        if n >= max_sentences:
-                            return
-            else:
-                yield str(it)
-                n += 1
+    def lines() -> Iterator[str]:
+        stream = (t for p in paths for _, t in read_lines(p)) if sentences is None else iter(sentences)
+        for text in stream:
+            if text.strip():
+                yield text
+                count[0] += 1
+                if count[0] >= max_sentences:
+                    return
 
     if model_type not in ("bpe", "unigram", "char", "word"):
         raise ConfigError(f"unknown subword model type {model_type!r}", )
     buf = io.BytesIO()
     try:
         spm.SentencePieceTrainer.train(
-            sentence_iterator=sentences(), model_writer=buf, vocab_size=vocab_size, model_type=model_type,
+            sentence_iterator=lines(), model_writer=buf, vocab_size=vocab_size, model_type=model_type,
             character_coverage=character_coverage, normalization_rule_name=normalization,
             byte_fallback=byte_fallback, pad_id=PAD_ID, unk_id=UNK_ID, bos_id=BOS_ID, eos_id=EOS_ID,
             hard_vocab_limit=hard_vocab_limit, num_threads=num_threads, minloglevel=2,
             split_by_whitespace=True, add_dummy_prefix=True, input_sentence_size=max_sentences,
             shuffle_input_sentence=True, train_extremely_large_corpus=False)
     except RuntimeError as e:
-        raise ConfigError(f"sentencepiece training failed: {e}") from None
+        if count[0] == 0:
+            raise FormatError("no text to train subwords on (empty or blank lines only)", described,
+                              expected="at least one non-empty line") from None
+        raise ConfigError(f"sentencepiece training on {described} failed: {e}") from None
     model = SubwordModel(buf.getvalue(), os.fspath(model_path))
     model.save(model_path)
     return model
 
 
 def _is_file(x) -> bool:
-    return isinstance(x, os.PathLike) or (isinstance(x, str) and "\n" not in x and len(x) < 4096 and os.path.isfile(x))
+    return isinstance(x, (str, os.PathLike)) and os.path.isfile(x)
 
 
 # --- conversions between word and subword level (SPEC §8.3) ------------------------------------

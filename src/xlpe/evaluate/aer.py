@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from itertools import zip_longest
 from typing import Iterable
 
-from xlpe.errors import FormatError
+from xlpe.errors import ConfigError, FormatError
 from xlpe.io.alignments import Alignment, read_alignments
 from xlpe.io.bitext import read_bitext
 
@@ -125,6 +125,11 @@ def aer_files(ref: str | os.PathLike, hyp: str | os.PathLike, *, ref_base: int, 
         all_sure / ignore_possible: treat possible reference links as sure / drop them.
         check_base: refuse files whose index base looks wrong (no index 0 in 100+ lines read as 0-based).
     """
+    if all_sure and ignore_possible:
+        raise ConfigError("all_sure (--all-sure) and ignore_possible (--ignore-possible) contradict each other: "
+                          "give at most one")
+    if not 0.0 <= alpha <= 1.0:
+        raise ConfigError(f"the F-measure weight alpha must lie in [0, 1], not {alpha}")
     lens = None
     if (src is None) != (tgt is None):
         raise FormatError("give both the source and the target text, or neither", src or tgt)
@@ -143,4 +148,7 @@ def aer_files(ref: str | os.PathLike, hyp: str | os.PathLike, *, ref_base: int, 
             raise FormatError(f"file ends after {k - 1} lines but the other alignment file has more", short, k,
                               "hypothesis and reference with equal line counts")
         c.update(h, r)
+    if c.sentences == 0:
+        raise FormatError("no sentence to score: the alignment files are empty", ref,
+                          expected="one line per sentence pair")
     return c.score()

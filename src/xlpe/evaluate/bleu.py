@@ -8,6 +8,8 @@ references are detokenised text, one sentence per line. The default tokenizer ``
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -31,10 +33,28 @@ class SystemComparison:
     ci: dict[str, float] = field(default_factory=dict)                # 95% CI half-width from resampling
 
 
+#: BLEU tokenizers that fetch a model from the network the first time they are used
+DOWNLOADING_TOKENIZERS = ("spm", "flores101", "flores200", "spBLEU-1K")
+
+
+def check_tokenize(tokenize: str) -> None:
+    """A :class:`ConfigError` for a tokenizer sacrebleu does not have (listing those it has)."""
+    from sacrebleu.metrics import bleu
+    valid = list(getattr(bleu, "_TOKENIZERS", {}))
+    if valid and tokenize not in valid:
+        raise ConfigError(f"unknown BLEU tokenizer {tokenize!r}; sacrebleu has: {', '.join(valid)}")
+
+
 def _metric(name: str, tokenize: str, lowercase: bool):
     from sacrebleu.metrics import BLEU, CHRF
     if name == "bleu":
-        return BLEU(tokenize=tokenize, lowercase=lowercase)
+        check_tokenize(tokenize)
+        try:
+            return BLEU(tokenize=tokenize, lowercase=lowercase)
+        except (OSError, ImportError) as e:          # URLError is an OSError
+            need = " (it downloads its model the first time: that needs the network)" \
+                if tokenize in DOWNLOADING_TOKENIZERS else ""
+            raise ConfigError(f"BLEU tokenizer {tokenize!r} cannot be set up{need}: {e}") from None
     if name == "chrf":
         return CHRF()
     if name == "chrf++":
@@ -43,6 +63,9 @@ def _metric(name: str, tokenize: str, lowercase: bool):
 
 
 def _check(hyps: Sequence[str], refs: Sequence[Sequence[str]]) -> None:
+    if not refs or not hyps:
+        raise FormatError("nothing to score: no hypothesis or no reference lines",
+                          expected="at least one line of each")
     for k, r in enumerate(refs):
         if len(r) != len(hyps):
             raise FormatError(f"{len(hyps)} hypotheses but reference set {k + 1} has {len(r)} lines",
@@ -82,6 +105,8 @@ def paired_bootstrap(systems: Sequence[tuple[str, Sequence[str]]], refs: Sequenc
         refs = [refs]                            # type: ignore[list-item]
     if len(systems) < 2:
         raise ConfigError("paired bootstrap needs a baseline and at least one other system")
+    if n_samples < 1:
+        raise ConfigError(f"the paired bootstrap needs at least one sample, not {n_samples}")
     for name, h in systems:
         _check(h, refs)  # type: ignore[arg-type]
     refs = [list(r) for r in refs]
@@ -121,3 +146,22 @@ def _metric_kwargs(name: str, tokenize: str) -> dict:
     return {}
 
 
+
+
+class _DropDetokenizeWarning(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        msg = record.getMessage()
+        return "forgot to detokenize" not in msg and "insist your data is detokenized" not in msg
+
+
+@contextlib.contextmanager
+def tokenized_by_design():
+    """Silence sacrebleu's "it looks like you forgot to detokenize" warning, and only it, for text that is
+    tokenised on purpose (the built-in synthetic pairs); every other warning stays visible."""
+    log = logging.getLogger("sacrebleu")
+    f = _DropDetokenizeWarning()
+    log.addFilter(f)
+    try:
+        yield
+    finally:
+        log.removeFilter(f)

@@ -77,7 +77,7 @@ def stats_stage(cfg: DemoConfig, out: Path, spm: str) -> dict:
     """Corpus statistics and the metric self-checks (each must hold exactly; a failure is a bug)."""
     from xlpe.data.subword import SubwordModel
     from xlpe.evaluate.aer import corpus_aer, sentence_aer
-    from xlpe.evaluate.bleu import corpus_scores
+    from xlpe.evaluate.bleu import corpus_scores, tokenized_by_design
     from xlpe.evaluate.reorder_metrics import corpus_reorder_scores
     from xlpe.io import Alignment, read_alignments, read_bitext, read_orders
 
@@ -112,7 +112,8 @@ def stats_stage(cfg: DemoConfig, out: Path, spm: str) -> dict:
                 res["check_aer_gold_vs_gold"] = corpus_aer(als, als).aer
                 res["check_aer_spec_example_6"] = sentence_aer({(0, 0), (1, 1), (1, 2)},
                                                               Alignment({(0, 0)}, {(1, 1)})).aer
-                res["check_bleu_ref_vs_ref"] = corpus_scores(refs, refs, metrics=("bleu",))["bleu"].score
+                with tokenized_by_design():
+                    res["check_bleu_ref_vs_ref"] = corpus_scores(refs, refs, metrics=("bleu",))["bleu"].score
                 _plot_lengths(pairs, orders, out / "plots" / "corpus.png")
         return res
     return run_stage(out, "stats", params, fn, cfg.force)
@@ -160,7 +161,7 @@ def nmt_stage(cfg: DemoConfig, out: Path, spm: str, orders: dict[str, str]) -> d
     decoder layer, heads averaged, SPEC §4.6) and scored against the gold alignments.
     """
     from xlpe.data.subword import SubwordModel
-    from xlpe.evaluate.bleu import paired_bootstrap
+    from xlpe.evaluate.bleu import paired_bootstrap, tokenized_by_design
     from xlpe.io import read_alignments
     from xlpe.io.text import read_lines
 
@@ -188,7 +189,8 @@ def nmt_stage(cfg: DemoConfig, out: Path, spm: str, orders: dict[str, str]) -> d
             dev_src=str(data / "dev.src"), dev_tgt=str(data / "dev.tgt"), train_channels={"xl": "orders:" + orders["train"]},
             dev_channels={"xl": "orders:" + orders["dev"]},
             tests={"test": (str(data / "test.src"), str(data / "test.tgt"), {"xl": "orders:" + orders["test"]})},
-            beam=cfg.beam, lenpen=0.6, threads=cfg.threads, gold=gold if want_aer else None)
+            beam=cfg.beam, lenpen=0.6, threads=cfg.threads, gold=gold if want_aer else None,
+            tokenized_by_design=True)
         tasks.append((out / "nmt", name, params, fn))
     for name, r in zip(cfg.nmt_pe, run_stages(tasks, cfg.jobs, cfg.force)):
         results[name] = {"pe": r["pe"], "params": r["params"], "updates": r["updates"],
@@ -201,7 +203,8 @@ def nmt_stage(cfg: DemoConfig, out: Path, spm: str, orders: dict[str, str]) -> d
     names = list(dict.fromkeys((["ape"] if "ape" in results else []) + list(results)))
     systems = [(n, [t for _, t in read_lines(results[n]["hyp"])]) for n in names]
     if len(systems) >= 2:
-        comps, sigs = paired_bootstrap(systems, refs, n_samples=1000, seed=cfg.seed)
+        with tokenized_by_design():          # the built-in pair is tokenised on purpose
+            comps, sigs = paired_bootstrap(systems, refs, n_samples=1000, seed=cfg.seed)
         for c in comps:
             results[c.system].update(bleu=c.scores["BLEU"], chrf=c.scores["chrF2"], bleu_p=c.p_values["BLEU"],
                                      bleu_ci=c.ci["BLEU"])

@@ -4,6 +4,7 @@ compares systems' training speed on one machine."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import logging
 import statistics
@@ -37,7 +38,7 @@ def run_system(run_dir: Path, *, pe: list[str], pe_options: dict, encoder_free: 
                tests: dict[str, tuple[str, str, dict[str, str]]], beam: int, lenpen: float, threads: int,
                noise: float = 0.0, noise_unit: str = "indices", gold: dict | None = None,
                more_gold: dict[str, dict] | None = None, attention_layer: int = -2,
-               attention_merge: str = "any") -> dict:
+               attention_merge: str = "any", tokenized_by_design: bool = False) -> dict:
     """Train one model (resuming from its checkpoints), translate every test set, and score it.
 
     Channels are ``name -> [KIND:]PATH`` specs (:mod:`xlpe.sources`) for the training, dev and test sources;
@@ -46,11 +47,12 @@ def run_system(run_dir: Path, *, pe: list[str], pe_options: dict, encoder_free: 
     alignments (list of Alignment), channels}``: with it the run also reports the AER / P / R of alignments
     extracted from its attention (SPEC §4.6); ``more_gold`` (name -> such a dict) scores further gold sets the
     same way (``attention_alignment_more``). ``noise`` perturbs the training ``xl`` channel (SPEC §4.8).
+    ``tokenized_by_design`` (the built-in pairs) silences sacrebleu's "forgot to detokenize" warning only.
     """
     import torch
 
     from xlpe.data.subword import SubwordModel
-    from xlpe.evaluate.bleu import corpus_scores
+    from xlpe.evaluate import bleu
     from xlpe.infer.translate import translate_lines
     from xlpe.nn.transformer import count_parameters
     from xlpe.sources import open_sources
@@ -81,7 +83,8 @@ def run_system(run_dir: Path, *, pe: list[str], pe_options: dict, encoder_free: 
         hyp_path = run_dir / f"{name}.hyp"
         with atomic_write(hyp_path) as f:
             f.writelines(h + "\n" for h in hyps)
-        sc = corpus_scores(hyps, read_text(ref))
+        with (bleu.tokenized_by_design() if tokenized_by_design else contextlib.nullcontext()):
+            sc = bleu.corpus_scores(hyps, read_text(ref))
         out["tests"][name] = {"bleu": sc["bleu"].score, "chrf": sc["chrf"].score, "hyp": str(hyp_path),
                               "decode_sent_per_s": round(len(lines) / max(dec_s, 1e-9), 1),
                               "signature": sc["bleu"].signature}

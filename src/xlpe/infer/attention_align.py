@@ -57,6 +57,8 @@ from xlpe.infer.translate import Subwords, model_device, subword_sides
 from xlpe.runtime import resolve_device, versions
 from xlpe.sources import check_channels, open_sources, with_xl_shortcuts
 from xlpe.io.alignments import Alignment, format_alignment
+from xlpe.io.atomic import check_outputs
+from xlpe.nn.positions import required_inputs
 from xlpe.io.text import read_lines, tokenize
 
 log = logging.getLogger(__name__)
@@ -418,6 +420,7 @@ def align_from_model_files(checkpoint: str | os.PathLike | Sequence[str | os.Pat
 
     if chunk_size < 1:
         raise ConfigError("chunk_size must be >= 1")
+    check_outputs([out, report], [src, tgt, gold, orders])
     if heatmap_level not in ("word", "subword"):
         raise ConfigError(f"heatmap_level must be 'word' or 'subword', not {heatmap_level!r}")
     if heatmap_count < 0:
@@ -432,6 +435,10 @@ def align_from_model_files(checkpoint: str | os.PathLike | Sequence[str | os.Pat
     model, _, subwords = load_model(checkpoint, device=dev)
     sources = _sources(orders, orders_level, channels, preorderer)
     _check_model(model, layer, merge, sources)
+    unread = sorted(set(sources) - required_inputs(model.cfg))
+    if unread:
+        raise ConfigError(f"the model (pe={list(model.cfg.pe)}) reads no channel {unread}: they would be ignored; "
+                          "leave them out")
     names = tuple(os.fspath(p) for p in (src, tgt))
     src_it = (t for _, t in read_lines(src))
     tgt_it = (t for _, t in read_lines(tgt))

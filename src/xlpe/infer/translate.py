@@ -29,6 +29,8 @@ from xlpe.data.subword import SubwordModel
 from xlpe.errors import ConfigError, FormatError
 from xlpe.io.text import read_lines, tokenize
 from xlpe.runtime import resolve_device
+from xlpe.io.atomic import check_outputs
+from xlpe.nn.positions import required_inputs
 from xlpe.sources import check_channels, open_sources, with_xl_shortcuts
 
 log = logging.getLogger(__name__)
@@ -90,7 +92,7 @@ def translate_lines(model: torch.nn.Module, subwords: Subwords, lines: Iterable[
                     channels: Mapping[str, ChannelSource | Sequence] | None = None,
                     channel_level: str | Mapping[str, str] = "word",
                     device: torch.device | str | None = None, source_name: str = "<input>",
-                    first_line: int = 1) -> list[str]:
+                    first_line: int = 1, skip_long: bool = False, counts: dict | None = None) -> list[str]:
     """Translate raw lines; exactly one output per input line, in input order (empty in, empty out).
 
     Args:
@@ -105,7 +107,11 @@ def translate_lines(model: torch.nn.Module, subwords: Subwords, lines: Iterable[
             next ``len(lines)`` values are taken) or one item per line (e.g. ``pos_XL`` lists) at
             ``channel_level``, see :meth:`xlpe.data.batching.ParallelData.from_sentences`.
         source_name, first_line: how errors name the input (``file:line``).
+        skip_long: a line longer than the model's ``max_len`` gets an empty output line (counted in
+            ``counts["skipped_long"]``) instead of stopping with an error.
     """
+    check_decoding(beam=beam, lenpen=lenpen, max_len_a=max_len_a, max_len_b=max_len_b, batch_size=batch_size,
+                   max_tokens=max_tokens)
     src_sw, tgt_sw = subword_sides(subwords)
     lines = [line.rstrip("\n").rstrip("\r") for line in lines]
     keep = [i for i, line in enumerate(lines) if line.strip(" ")]
@@ -115,16 +121,37 @@ def translate_lines(model: torch.nn.Module, subwords: Subwords, lines: Iterable[
         return out
     try:
         data = ParallelData.from_sentences([lines[i] for i in keep], None, src_sw, None,
-                                           max_src_len=model.cfg.max_len, channels=ch, names=(source_name, None))
+                                           max_src_len=model.cfg.max_len, channels=ch, names=(source_name, None),
+                                           skip_long=skip_long)
     except FormatError as e:
         line = None if e.line is None else first_line + keep[e.line - 1]
-        raise FormatError(e.message, source_name, line, e.expected) from None
+        raise FormatError(e.message.replace("(or skip long lines)", "(or --skip-long)"), source_name, line,
+                          (e.expected or "").replace("or skip long lines", "or --skip-long")) from None
+    if counts is not None:
+        counts["skipped_long"] = counts.get("skipped_long", 0) + data.skipped
     hyps = translate_data(model, data, tgt_sw, beam=beam, lenpen=lenpen, max_len_a=max_len_a, max_len_b=max_len_b,
                           batch_size=batch_size, max_tokens=max_tokens, greedy=greedy, beam_stop=beam_stop,
                           device=device)
-    for i, h in zip(keep, hyps):
-        out[i] = one_line(h)
+    for ln, h in zip(data.line_numbers.tolist(), hyps):      # 1-based positions among the kept lines
+        out[keep[ln - 1]] = one_line(h)
     return out
+
+
+def check_decoding(*, beam: int = 5, lenpen: float = 0.6, max_len_a: float = 1.2, max_len_b: float = 10,
+                   batch_size: int = 64, max_tokens: int | None = None) -> None:
+    """A :class:`ConfigError` for decoding settings that cannot give a translation."""
+    bad = []
+    if beam < 1:
+        bad.append(f"beam must be >= 1, not {beam}")
+    if max_len_a < 0 or max_len_b < 0 or max_len_a == max_len_b == 0:
+        bad.append(f"the output length limit max_len_a·S + max_len_b must be positive with a, b >= 0 "
+                   f"(got a={max_len_a}, b={max_len_b})")
+    if batch_size < 1 or (max_tokens is not None and max_tokens < 1):
+        bad.append("batch_size and max_tokens must be >= 1")
+    if lenpen != lenpen:
+        bad.append("lenpen is not a number")
+    if bad:
+        raise ConfigError("; ".join(bad))
 
 
 def channel_values(channels: Mapping[str, ChannelSource | Sequence] | None, channel_level: str | Mapping[str, str],
@@ -159,7 +186,7 @@ def translate_file(checkpoint: str | os.PathLike | Sequence[str | os.PathLike], 
                    beam_stop: str = "exhaust", chunk_size: int = 10000, orders: str | None = None,
                    orders_level: str = "word", preorderer: str | os.PathLike | None = None,
                    preorder_processes: int = 1, channels: Mapping[str, str | ChannelSource] | None = None,
-                   device: str = "auto", progress: bool = False) -> int:
+                   device: str = "auto", progress: bool = False, skip_long: bool = False) -> int:
     """Translate ``input`` (``-`` = stdin) into ``output`` (``-`` = stdout), ``chunk_size`` lines at a time.
 
     Args:
@@ -179,13 +206,24 @@ def translate_file(checkpoint: str | os.PathLike | Sequence[str | os.PathLike], 
 
     if chunk_size < 1:
         raise ConfigError("chunk_size must be >= 1")
+    check_decoding(beam=beam, lenpen=lenpen, max_len_a=max_len_a, max_len_b=max_len_b, batch_size=batch_size,
+                   max_tokens=max_tokens)
+    ckpts = [checkpoint] if isinstance(checkpoint, (str, os.PathLike)) else list(checkpoint)
+    check_outputs([output], [input, *ckpts, *(v for v in (channels or {}).values() if isinstance(v, str)),
+                             orders])
     dev = resolve_device(device)
     specs = with_xl_shortcuts(channels, orders=orders, orders_level=orders_level, preorderer=preorderer)
     model, cfg, subwords = load_model(checkpoint, device=dev)
     check_channels(cfg, specs, "input", training=False)
+    unread = sorted(set(specs) - required_inputs(cfg))
+    if unread:
+        raise ConfigError(f"the model (pe={list(cfg.pe)}) reads no channel {unread}: "
+                          + ("--orders / --preorderer would be ignored" if unread == ["xl"] else
+                             "those --channel options would be ignored") + "; leave them out")
     sources = open_sources(specs, processes=preorder_processes)
     name = "<stdin>" if os.fspath(input) == "-" else os.fspath(input)
     src_lines = (t for _, t in read_lines(input))
+    counts: dict[str, int] = {}
     bar = None
     if progress:
         from tqdm.auto import tqdm
@@ -199,7 +237,7 @@ def translate_file(checkpoint: str | os.PathLike | Sequence[str | os.PathLike], 
             hyps = translate_lines(model, subwords, chunk, beam=beam, lenpen=lenpen, max_len_a=max_len_a,
                                    max_len_b=max_len_b, batch_size=batch_size, max_tokens=max_tokens, greedy=greedy,
                                    beam_stop=beam_stop, channels=sources, device=dev, source_name=name,
-                                   first_line=n + 1)
+                                   first_line=n + 1, skip_long=skip_long, counts=counts)
             for h in hyps:
                 f.write(h + "\n")
             f.flush()
@@ -212,4 +250,7 @@ def translate_file(checkpoint: str | os.PathLike | Sequence[str | os.PathLike], 
             source.finish(n)
     if bar is not None:
         bar.close()
+    if counts.get("skipped_long"):
+        log.warning("%d of %d lines were longer than the model's limit of %d subwords: their output lines are "
+                    "empty (--skip-long)", counts["skipped_long"], n, cfg.max_len)
     return n

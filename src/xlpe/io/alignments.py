@@ -121,11 +121,13 @@ def format_alignment(a: Alignment | Iterable[Link], index_base: int = 0, *, poss
 class BaseCheck:
     """Accumulates evidence about a file's index base across lines (SPEC §8.2 heuristic).
 
-    With base 0, a real alignment file nearly always uses index 0 somewhere within 100 lines; a file
-    that never does is most likely 1-based.
+    With base 0, a real alignment file uses index 0 (a link on either side's first word) in nearly every
+    sentence; a file in which 10 non-empty lines never do is most likely 1-based (below 10 lines the evidence is
+    too thin to refuse). With known sentence lengths, an index equal to a length is caught per line
+    (:func:`parse_alignment_line`).
     """
 
-    def __init__(self, index_base: int, min_lines: int = 100):
+    def __init__(self, index_base: int, min_lines: int = 10):
         self.index_base, self.min_lines = index_base, min_lines
         self.lines, self.saw_zero, self.nonempty = 0, False, 0
 

@@ -60,3 +60,27 @@ def write_lines(path: str | os.PathLike, lines: Iterable[str]) -> int:
             f.write("\n")
             n += 1
     return n
+
+
+def check_outputs(outputs: Iterable[str | os.PathLike | None], inputs: Iterable[str | os.PathLike | None]) -> None:
+    """Refuse, before any work, an output that is one of the inputs (it would be replaced), a directory, or
+    two outputs that are the same file. ``None`` and ``-`` (standard streams) are skipped."""
+    from xlpe.errors import ConfigError
+
+    def real(p):
+        return None if p is None or os.fspath(p) == "-" else Path(p).resolve()
+    ins = {r: p for p in inputs if (r := real(p)) is not None}
+    seen: dict[Path, str] = {}
+    for p in outputs:
+        r = real(p)
+        if r is None:
+            continue
+        if r.is_dir():
+            raise ConfigError(f"output {os.fspath(p)} is a directory; give a file path")
+        same = next((q for q in ins if q == r or (q.exists() and r.exists() and os.path.samefile(q, r))), None)
+        if same is not None:
+            raise ConfigError(f"output {os.fspath(p)} is the input {os.fspath(ins[same])}: writing it would replace "
+                              "the input; choose another output path")
+        if r in seen:
+            raise ConfigError(f"two outputs are the same file: {os.fspath(p)}")
+        seen[r] = os.fspath(p)

@@ -23,7 +23,8 @@ def read_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
     """Yield ``(line_number, text)`` with 1-based line numbers and the line ending removed.
 
     Streams the file (memory does not grow with its size). Lines are decoded one by one, so invalid
-    UTF-8 raises :class:`FormatError` naming the exact line. ``\r\n`` endings are accepted.
+    UTF-8 raises :class:`FormatError` naming the exact line. ``\r\n`` endings are accepted, and a leading UTF-8
+    byte-order mark is dropped.
     ``path='-'`` reads standard input.
     """
     stdin = os.fspath(path) == "-"
@@ -44,6 +45,8 @@ def read_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
             except UnicodeDecodeError as e:
                 raise FormatError(f"invalid UTF-8 at byte {e.start} of the line", name, lineno,
                                   "UTF-8 text") from None
+            if lineno == 1 and text.startswith("\ufeff"):     # a UTF-8 byte-order mark is not part of the text
+                text = text[1:]
             if text.endswith("\n"):
                 text = text[:-1]
             if text.endswith("\r"):

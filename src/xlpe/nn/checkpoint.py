@@ -22,6 +22,7 @@ Training directories hold ``checkpoint_<step>.pt`` (the last ``keep_last`` are k
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -150,13 +151,17 @@ def _average(paths: Iterable[str | os.PathLike]) -> tuple[dict[str, torch.Tensor
         raise XlpeError("average_checkpoints needs at least one checkpoint")
     acc: dict[str, torch.Tensor] = {}
     ref: dict[str, torch.Tensor] = {}
-    steps, last = [], {}
+    steps, last, first = [], {}, {}
     for k, p in enumerate(paths):
         ck = load_checkpoint(p)
         sd = ck.pop("model")
         ck.pop("optimizer", None)
         steps.append(ck.get("step"))
         last = ck
+        if k == 0:
+            first = ck
+        else:
+            _check_same_model(first, ck, paths[0], p)
         if k == 0:
             ref = sd
             acc = {n: t.to(torch.float64).clone() if t.is_floating_point() else t.clone() for n, t in sd.items()}
@@ -176,6 +181,23 @@ def _average(paths: Iterable[str | os.PathLike]) -> tuple[dict[str, torch.Tensor
     return state, last, steps
 
 
+def _check_same_model(a: Mapping, b: Mapping, path_a: str, path_b: str) -> None:
+    """Checkpoints of one model only: the same model config (encodings, sizes, ...) and the same subword models
+    (parameter names and shapes alone cannot tell an APE model from an XL one, or two vocabularies apart)."""
+    ma, mb = a.get("model_config") or {}, b.get("model_config") or {}
+    diff = sorted(k for k in set(ma) | set(mb) if ma.get(k) != mb.get(k))
+    if diff:
+        raise XlpeError(f"{path_b}: cannot average with {path_a}: the models differ in "
+                        + ", ".join(f"{k} ({ma.get(k)!r} vs {mb.get(k)!r})" for k in diff[:4]))
+
+    def protos(ck):
+        sw = ck.get("subwords") or {}
+        return [None if sw.get(side) is None or sw[side].get("proto") is None
+                else bytes(sw[side]["proto"].numpy().tobytes()) for side in ("src", "tgt")]
+    if protos(a) != protos(b):
+        raise XlpeError(f"{path_b}: cannot average with {path_a}: they were trained with different subword models")
+
+
 def last_checkpoints(out_dir: str | os.PathLike, n: int) -> list[Path]:
     """The ``n`` newest step checkpoints of a training directory, oldest first (an error if it has fewer)."""
     found = [p for _, p in list_checkpoints(out_dir)]
@@ -192,6 +214,18 @@ def save_average(paths: Iterable[str | os.PathLike], output: str | os.PathLike) 
     input's config, subword models and counters, no optimizer or RNG state (it translates; it does not
     resume training). Returns a summary: inputs, their steps and the output path."""
     paths = [os.fspath(p) for p in paths]
+    out = Path(output).resolve()
+    if any(Path(p).resolve() == out for p in paths):
+        raise XlpeError(f"output {os.fspath(output)} is one of the checkpoints to average; choose another path")
+    resumable = False
+    if out.is_file():
+        with contextlib.suppress(XlpeError):           # an unreadable file there is simply replaced
+            resumable = load_checkpoint(out).get("optimizer") is not None
+    if resumable:
+        raise XlpeError(f"output {os.fspath(output)} is a resumable training checkpoint; writing a model-only "
+                        "average over it would end that run's resumption: choose another path")
+    if out.is_dir():
+        raise XlpeError(f"output {os.fspath(output)} is a directory; give a file path")
     state, last, steps = _average(paths)
     keep = ("model_config", "subwords", "data_config", "step", "epoch")
     payload = {k: last[k] for k in keep if k in last}

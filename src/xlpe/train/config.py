@@ -133,6 +133,12 @@ class TrainConfig:
         bad = []
         if len(self.betas) != 2:
             bad.append("betas needs two values")
+        if not self.lr > 0 or self.warmup_init_lr < 0 or self.end_lr < 0:
+            bad.append("lr must be > 0 (warmup_init_lr and end_lr >= 0)")
+        if self.warmup < 0 or self.adam_eps <= 0 or self.weight_decay < 0 or self.clip_norm < 0:
+            bad.append("warmup, weight_decay and clip_norm must be >= 0 and adam_eps > 0")
+        if not all(0.0 <= b < 1.0 for b in self.betas):
+            bad.append("Adam betas must lie in [0, 1)")
         if self.update_freq < 1:
             bad.append("update_freq must be >= 1")
         if self.max_tokens < 1:

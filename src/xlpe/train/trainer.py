@@ -28,6 +28,7 @@ import json
 import logging
 import math
 import os
+import shutil
 import time
 from dataclasses import dataclass, field
 from itertools import islice
@@ -161,12 +162,22 @@ def train(model_cfg, train_cfg: TrainConfig, data: DataConfig) -> TrainResult:
             torch.set_num_threads(cfg.threads)
         autocast = autocast_context(cfg.amp, device)
         out = Path(cfg.out)
+        if out.exists() and not out.is_dir():
+            raise ConfigError(f"output directory {out} is a file")
+        created = not out.exists()
         if dist_.is_main:
             out.mkdir(parents=True, exist_ok=True)
 
         # -- where do we start? ---------------------------------------------------------------------
         resume_from = resume_path(cfg.resume, out)
         ck = load_checkpoint(resume_from) if resume_from is not None else None
+        if ck is not None and ck.get("optimizer") is None:
+            raise ConfigError(f"{resume_from} is a model-only checkpoint (from `xlpe average`?): it holds no "
+                              "optimizer state to resume training from; translate with it, or train in a new "
+                              "directory")
+        if ck is not None and dist_.is_main:
+            for tmp in out.glob(".checkpoint_*.pt.*.tmp"):     # a write killed mid-way (atomic: never renamed)
+                tmp.unlink(missing_ok=True)
 
         # -- subwords, model config, data -------------------------------------------------------------
         src_path, tgt_path = data.subword_paths()
@@ -387,6 +398,10 @@ def train(model_cfg, train_cfg: TrainConfig, data: DataConfig) -> TrainResult:
         dist_.barrier()                         # the last checkpoint is on disk before any rank returns
         return TrainResult(step, sampler.epoch, stop_reason or "", best, checkpoint_path(out, step), out, net, mcfg,
                            last_valid)
+    except BaseException:
+        if dist_.is_main and "created" in locals() and created and not any(out.glob("checkpoint_*.pt")):
+            shutil.rmtree(out, ignore_errors=True)       # a run that failed before its first checkpoint leaves nothing
+        raise
     finally:
         dist_.close()
 
