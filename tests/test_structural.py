@@ -56,3 +56,63 @@ def test_tanh_fusion_replaces_ape_and_with_zero_weights_gives_no_position():
         cfg(["ape", "struct_abs"], pe_options={"struct_fusion": "mul"})
     with pytest.raises(ConfigError, match="depth"):
         fused(src, tgt)                      # the channel is required
+
+
+@pytest.fixture(scope="module")
+def tree_data(tmp_path_factory):
+    from xlpe.data.subword import train_subwords
+    from xlpe.data.synthetic import SyntheticConfig, synth
+    d = tmp_path_factory.mktemp("trees")
+    synth(d, SyntheticConfig(profile="sov", seed=2), sizes={"train": 120, "test": 6})
+    train_subwords([d / "train.src", d / "train.tgt"], d / "spm.model", vocab_size=300)
+    return d
+
+
+def test_structural_model_trains_with_trees_and_translates_with_trees(tree_data, tmp_path, capsys):
+    from xlpe.cli import main
+    d = tree_data
+    out = tmp_path / "run"
+    argv = ["train", "--train-src", d / "train.src", "--train-tgt", d / "train.tgt", "--subword-model",
+            d / "spm.model", "--train-trees", d / "train.conllu", "--preset", "tiny", "--d-model", "16",
+            "--d-ff", "32", "--pe", "ape", "rpe", "struct_abs", "struct_rel", "--pe-option", "struct_k=4",
+            "--max-updates", "2", "--max-tokens", "300", "--out", out, "--no-progress", "--threads", "1"]
+    assert main([str(a) for a in argv]) == 0
+    ckpt = next(out.glob("checkpoint_*.pt"))
+    hyp = tmp_path / "test.hyp"
+    assert main(["translate", "--checkpoint", str(ckpt), "--input", str(d / "test.src"), "--output", str(hyp),
+                 "--trees", str(d / "test.conllu"), "--beam", "2"]) == 0
+    assert len(hyp.read_text().splitlines()) == 6
+    capsys.readouterr()
+    # without trees: a clear error before any work
+    assert main(["translate", "--checkpoint", str(ckpt), "--input", str(d / "test.src"), "--output",
+                 str(tmp_path / "x")]) == 1
+    assert "tree_head" in capsys.readouterr().err and not (tmp_path / "x").exists()
+    # trees of other sentences: the word count mismatch names the file and the line
+    assert main(["translate", "--checkpoint", str(ckpt), "--input", str(d / "test.src"), "--output",
+                 str(tmp_path / "y"), "--trees", str(d / "train.conllu")]) == 1
+    err = capsys.readouterr().err
+    assert "train.conllu" in err and "words but source line" in err
+
+
+def test_struct_rel_index_is_the_clipped_tree_relative_position(tree_data):
+    """The relative hook indexes its tables by clip(rel_stru, k) + k, computed from the batch's channels."""
+    from xlpe.data.batching import collate
+    from xlpe.data.corpus import ParallelData
+    from xlpe.data.subword import SubwordModel
+    from xlpe.io.conllu import read_conllu
+    from xlpe.nn.positions import EncodingContext
+    from xlpe.sources import open_sources, tree_specs
+    from xlpe.syntax.trees import relative_positions
+    d = tree_data
+    sw = SubwordModel.load(d / "spm.model")
+    data = ParallelData.from_files(d / "test.src", None, sw, channels=open_sources(tree_specs(d / "test.conllu")))
+    b = collate([data[i] for i in range(len(data))])
+    m = build_model(cfg(["ape", "struct_rel"], src_vocab_size=sw.vocab_size, pe_options={"struct_k": 3}))
+    ctx = EncodingContext(b.src, torch.zeros(*b.src.shape, 32), b.src.eq(0), b.channels)
+    idx = m.encoder.pe[1].relative(ctx, 0).index
+    trees = list(read_conllu(d / "test.conllu"))
+    for k, t in enumerate(trees):
+        wo = sw.encode([*open(d / "test.src").read().splitlines()[k].split()]).word_of
+        ref = relative_positions(t.heads, wo, k=3) + 3
+        L = len(wo) + 1
+        assert idx[k, :L, :L].tolist() == ref.tolist()

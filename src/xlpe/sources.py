@@ -16,8 +16,11 @@ from xlpe.data.channels import FILE_KINDS, ChannelSource, file_source, get_chann
 from xlpe.errors import ConfigError
 
 #: the kinds of computed sources (besides the file kinds)
-COMPUTED_KINDS = {"preorderer": "a BTG preorderer directory (`xlpe preorder train`), predicting pos_XL on the fly"}
-DEFAULT_KIND = {"xl": "orders", "dpe_target": "dpe"}
+COMPUTED_KINDS = {"preorderer": "a BTG preorderer directory (`xlpe preorder train`), predicting pos_XL on the fly",
+                  "conllu": "dependency trees in CoNLL-U, one per source line (channels depth, tree_word, tree_head)"}
+DEFAULT_KIND = {"xl": "orders", "dpe_target": "dpe", "tree_word": "conllu", "tree_head": "conllu"}
+#: the channels a trees file (``--trees FILE``) gives
+TREE_CHANNELS = ("depth", "tree_word", "tree_head")
 
 
 def split_spec(name: str, spec: str) -> tuple[str, str]:
@@ -38,6 +41,9 @@ def open_source(name: str, spec: str | os.PathLike | ChannelSource, *, processes
     if kind == "preorderer":
         from xlpe.reorder.preorderer_source import PreordererSource
         return PreordererSource(path, processes)
+    if kind == "conllu":
+        from xlpe.syntax.source import TreesSource
+        return TreesSource(path, name)
     if get_channel(name).expand == "permutation" and kind not in ("orders", "subword-orders"):
         raise ConfigError(f"channel {name!r} holds a permutation's inverse: give an orders file "
                           f"(orders:PATH or subword-orders:PATH) or a preorderer, not {kind!r}")
@@ -64,6 +70,13 @@ def check_channels(cfg, names, where: str, *, training: bool) -> None:
                           f"lacks; give {hints}")
 
 
+def tree_specs(trees: str | os.PathLike | None, reads: set[str] | None = None) -> dict[str, str]:
+    """``--trees FILE``: the ``conllu:FILE`` specs of the tree channels (those in ``reads`` when given)."""
+    if not trees:
+        return {}
+    return {c: "conllu:" + os.fspath(trees) for c in TREE_CHANNELS if reads is None or c in reads}
+
+
 def with_xl_shortcuts(channels: Mapping[str, str | os.PathLike | ChannelSource] | None, *,
                       orders: str | os.PathLike | None = None, orders_level: str = "word",
                       preorderer: str | os.PathLike | None = None) -> dict[str, str | ChannelSource]:
@@ -83,3 +96,19 @@ def with_xl_shortcuts(channels: Mapping[str, str | os.PathLike | ChannelSource] 
             raise ConfigError("an on-the-fly preorderer orders words; orders_level must be 'word'")
         specs["xl"] = "preorderer:" + os.fspath(preorderer)
     return specs
+
+
+def with_trees(specs: dict, trees: str | os.PathLike | None, cfg) -> dict:
+    """``specs`` plus the ``--trees FILE`` shortcut: the tree channels that the model ``cfg`` reads (a trees file
+    for a model that reads none of them is a :class:`ConfigError`: it would be ignored)."""
+    if not trees:
+        return specs
+    from xlpe.nn.positions import required_inputs
+
+    extra = tree_specs(trees, required_inputs(cfg))
+    if not extra:
+        raise ConfigError(f"the model (pe={list(cfg.pe)}) reads no tree channel: --trees would be ignored")
+    twice = sorted(set(extra) & set(specs))
+    if twice:
+        raise ConfigError(f"channel(s) {twice} given twice: by --trees and by --channel")
+    return {**specs, **extra}

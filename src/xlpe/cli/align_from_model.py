@@ -37,6 +37,8 @@ def add_cli_arguments(p: argparse.ArgumentParser) -> None:
                    help="whether --orders index words (expanded to subwords) or subwords")
     p.add_argument("--preorderer", default=None,
                    help="BTG preorderer directory: predict the source's orders on the fly (XL-PE models)")
+    p.add_argument("--trees", default=None,
+                   help="dependency trees of the input, CoNLL-U (from `xlpe parse`), for structural-PE models")
     p.add_argument("--channel", action="append", default=[], metavar="NAME=[KIND:]PATH",
                    help="a channel source of the source side (repeatable; see xlpe.sources)")
     p.add_argument("--heatmaps", default=None, help="folder for PNG heat maps of the attention (optional)")
@@ -58,7 +60,7 @@ def cli_main(args: argparse.Namespace) -> int:
     s = align_from_model_files(args.checkpoint, args.src, args.tgt, args.out, gold=args.gold,
                                gold_base=args.gold_base, gold_reverse=args.gold_reverse, layer=args.layer,
                                merge=args.merge, orders=args.orders, orders_level=args.orders_level,
-                               preorderer=args.preorderer,
+                               preorderer=args.preorderer, trees=args.trees,
                                channels=channels, heatmaps=args.heatmaps,
                                heatmap_count=args.heatmap_count, heatmap_level=args.heatmap_level,
                                report=args.report, batch_size=args.batch_size, max_tokens=args.max_tokens,

@@ -39,6 +39,8 @@ def add_cli_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preorderer", default=None,
                    help="BTG preorderer directory (`xlpe preorder train`): predict the orders of the input on the "
                         "fly, from the source alone (XL-PE models)")
+    p.add_argument("--trees", default=None,
+                   help="dependency trees of the input, CoNLL-U (from `xlpe parse`), for structural-PE models")
     p.add_argument("--preorder-processes", type=int, default=1, help="processes for the on-the-fly preorderer")
     p.add_argument("--channel", action="append", default=[], metavar="NAME=[KIND:]PATH",
                    help="a channel source of the input (repeatable); kinds: orders, subword-orders, ints, preorderer "
@@ -62,6 +64,7 @@ def cli_main(args: argparse.Namespace) -> int:
                        max_tokens=args.max_tokens, greedy=args.greedy, beam_stop=args.beam_stop,
                        chunk_size=args.chunk_size,
                        orders=args.orders, orders_level=args.orders_level, preorderer=args.preorderer,
+                       trees=args.trees,
                        preorder_processes=args.preorder_processes, channels=channels, device=args.device,
                        progress=args.progress, skip_long=args.skip_long)
     log.info("translated %d lines", n)

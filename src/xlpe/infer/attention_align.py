@@ -55,7 +55,7 @@ from xlpe.data.subword import word_alignment_from_subword
 from xlpe.errors import ConfigError, FormatError
 from xlpe.infer.translate import Subwords, model_device, subword_sides
 from xlpe.runtime import resolve_device, versions
-from xlpe.sources import check_channels, open_sources, with_xl_shortcuts
+from xlpe.sources import check_channels, open_sources, with_trees, with_xl_shortcuts
 from xlpe.io.alignments import Alignment, format_alignment
 from xlpe.io.atomic import check_outputs
 from xlpe.nn.positions import required_inputs
@@ -392,7 +392,7 @@ def align_from_model_files(checkpoint: str | os.PathLike | Sequence[str | os.Pat
                            tgt: str | os.PathLike, out: str | os.PathLike, *, gold: str | os.PathLike | None = None,
                            gold_base: int | None = None, gold_reverse: bool = False, layer: int = -2,
                            merge: str = "any", orders: str | os.PathLike | None = None, orders_level: str = "word",
-                           preorderer: str | os.PathLike | None = None,
+                           preorderer: str | os.PathLike | None = None, trees: str | os.PathLike | None = None,
                            channels: Mapping[str, str | os.PathLike] | None = None,
                            heatmaps: str | os.PathLike | None = None, heatmap_count: int = 10,
                            heatmap_level: str = "word", report: str | os.PathLike | None = None,
@@ -407,7 +407,7 @@ def align_from_model_files(checkpoint: str | os.PathLike | Sequence[str | os.Pat
         heatmaps: a folder for PNG heat maps of the first ``heatmap_count`` sentences, at ``heatmap_level``
             ``'word'`` or ``'subword'``, with gold links (if any) and predicted links marked.
         report: a JSON file for the options, counts and scores (written atomically).
-        orders, orders_level, preorderer, channels: the source's channels, as for
+        orders, orders_level, preorderer, trees, channels: the source's channels, as for
             :func:`xlpe.infer.translate.translate_file`.
         Others: see :func:`align_from_model` and :func:`align_lines`.
 
@@ -420,7 +420,7 @@ def align_from_model_files(checkpoint: str | os.PathLike | Sequence[str | os.Pat
 
     if chunk_size < 1:
         raise ConfigError("chunk_size must be >= 1")
-    check_outputs([out, report], [src, tgt, gold, orders])
+    check_outputs([out, report], [src, tgt, gold, orders, trees])
     if heatmap_level not in ("word", "subword"):
         raise ConfigError(f"heatmap_level must be 'word' or 'subword', not {heatmap_level!r}")
     if heatmap_count < 0:
@@ -433,7 +433,7 @@ def align_from_model_files(checkpoint: str | os.PathLike | Sequence[str | os.Pat
         refs = _read_gold(gold, gold_base, gold_reverse, src, tgt)       # fails fast, before the model runs
     dev = resolve_device(device)
     model, _, subwords = load_model(checkpoint, device=dev)
-    sources = _sources(orders, orders_level, channels, preorderer)
+    sources = _sources(orders, orders_level, {**(channels or {}), **with_trees({}, trees, model.cfg)}, preorderer)
     _check_model(model, layer, merge, sources)
     unread = sorted(set(sources) - required_inputs(model.cfg))
     if unread:

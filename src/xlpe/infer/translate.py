@@ -31,7 +31,7 @@ from xlpe.io.text import read_lines, tokenize
 from xlpe.runtime import resolve_device
 from xlpe.io.atomic import check_outputs
 from xlpe.nn.positions import required_inputs
-from xlpe.sources import check_channels, open_sources, with_xl_shortcuts
+from xlpe.sources import check_channels, open_sources, with_trees, with_xl_shortcuts
 
 log = logging.getLogger(__name__)
 
@@ -186,7 +186,8 @@ def translate_file(checkpoint: str | os.PathLike | Sequence[str | os.PathLike], 
                    beam_stop: str = "exhaust", chunk_size: int = 10000, orders: str | None = None,
                    orders_level: str = "word", preorderer: str | os.PathLike | None = None,
                    preorder_processes: int = 1, channels: Mapping[str, str | ChannelSource] | None = None,
-                   device: str = "auto", progress: bool = False, skip_long: bool = False) -> int:
+                   device: str = "auto", progress: bool = False, skip_long: bool = False,
+                   trees: str | os.PathLike | None = None) -> int:
     """Translate ``input`` (``-`` = stdin) into ``output`` (``-`` = stdout), ``chunk_size`` lines at a time.
 
     Args:
@@ -197,6 +198,7 @@ def translate_file(checkpoint: str | os.PathLike | Sequence[str | os.PathLike], 
         preorderer: shortcut for ``channels["xl"]``: a BTG preorderer directory (``xlpe preorder train``) that
             predicts the orders of the input on the fly from the source alone (SPEC §4.1);
             ``preorder_processes`` run it in parallel.
+        trees: shortcut for the tree channels of structural PE: the input's dependency trees (CoNLL-U).
 
     Returns the number of lines written. The output file appears only when the whole input is translated.
     An empty input is a :class:`FormatError` (most likely a wrong path or an upstream step that failed).
@@ -210,10 +212,11 @@ def translate_file(checkpoint: str | os.PathLike | Sequence[str | os.PathLike], 
                    max_tokens=max_tokens)
     ckpts = [checkpoint] if isinstance(checkpoint, (str, os.PathLike)) else list(checkpoint)
     check_outputs([output], [input, *ckpts, *(v for v in (channels or {}).values() if isinstance(v, str)),
-                             orders])
+                             orders, trees])
     dev = resolve_device(device)
     specs = with_xl_shortcuts(channels, orders=orders, orders_level=orders_level, preorderer=preorderer)
     model, cfg, subwords = load_model(checkpoint, device=dev)
+    specs = with_trees(specs, trees, cfg)
     check_channels(cfg, specs, "input", training=False)
     unread = sorted(set(specs) - required_inputs(cfg))
     if unread:

@@ -37,6 +37,10 @@ class DataConfig:
     noise_unit: str = option("indices", "what the noise ratio counts: 'indices' (SPEC §4.8), 'pairs' (§12.9) or "
                                         "'probability' (each index picked with that probability, SPEC §10)",
                              choices=("indices", "pairs", "probability"))
+    train_trees: str | None = option(None, "dependency trees of the training source, CoNLL-U, one tree per line "
+                                           "(from `xlpe parse`): the depth / tree_word / tree_head channels of "
+                                           "structural PE (a shortcut for --train-channel NAME=conllu:FILE)")
+    dev_trees: str | None = option(None, "dependency trees of the dev source, CoNLL-U")
     train_channels: dict[str, str] = option(help="channel sources of the training source, NAME=[KIND:]PATH; kinds: "
                                                  "orders, subword-orders, dpe, ints (one line per sentence) or "
                                                  "preorderer (a BTG model directory, run on the fly); see "
@@ -64,11 +68,18 @@ class DataConfig:
                       for k, v in d[key].items()}
         return d
 
-    def channel_specs(self, split: str) -> dict[str, str]:
-        """``name -> [KIND:]PATH`` of the ``train`` or ``dev`` channels, the orders shortcuts included. (From
-        Python a value may also be a :class:`xlpe.data.channels.ChannelSource` object.)"""
+    def channel_specs(self, split: str, reads: set[str] | None = None) -> dict[str, str]:
+        """``name -> [KIND:]PATH`` of the ``train`` or ``dev`` channels, the orders and trees shortcuts included
+        (the trees shortcut gives the tree channels in ``reads``, all three when None). (From Python a value
+        may also be a :class:`xlpe.data.channels.ChannelSource` object.)"""
+        from xlpe.sources import tree_specs
+
         orders = self.train_orders if split == "train" else self.dev_orders
         specs = dict(self.train_channels if split == "train" else self.dev_channels)
+        for name, spec in tree_specs(self.train_trees if split == "train" else self.dev_trees, reads).items():
+            if name in specs:
+                raise ConfigError(f"channel {name!r} is given twice: --{split}-trees and --{split}-channel")
+            specs[name] = spec
         if orders:
             if "xl" in specs:
                 raise ConfigError(f"channel 'xl' is given twice: --{split}-orders and --{split}-channel xl=...")

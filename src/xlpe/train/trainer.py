@@ -44,7 +44,7 @@ from xlpe.data.subword import PAD_ID, SubwordModel
 from xlpe.errors import ConfigError, XlpeError
 from xlpe.nn.checkpoint import checkpoint_path, load_checkpoint, prune_checkpoints, save_checkpoint, subword_entry
 from xlpe.nn.config import TransformerConfig
-from xlpe.nn.positions import aux_loss_weights
+from xlpe.nn.positions import aux_loss_weights, required_inputs, required_targets
 from xlpe.nn.transformer import build_model, count_parameters
 from xlpe.runtime import (Distributed, MetricsLog, autocast_context, get_rng_state, init_distributed, progress_bar,
                           resolve_device, resume_path, seed_all, set_rng_state, unwrap, write_run_info)
@@ -192,8 +192,13 @@ def train(model_cfg, train_cfg: TrainConfig, data: DataConfig) -> TrainResult:
             raise ConfigError("train_src and train_tgt are required")
         cache = out / "cache" if cfg.cache_data else None
         aux_weights = aux_loss_weights(mcfg, cfg.aux_weights)
-        train_specs = data.channel_specs("train")
+        train_reads = required_inputs(mcfg) | required_targets(mcfg)
+        train_specs = data.channel_specs("train", train_reads)
         check_channels(mcfg, train_specs, "training", training=True)
+        unread = sorted(set(train_specs) - train_reads)
+        if unread:
+            raise ConfigError(f"the model (pe={list(mcfg.pe)}) reads no channel {unread}: those training channels "
+                              "would be ignored; leave them out")
         noise = None
         if data.train_orders_noise:
             if "xl" not in train_specs:
@@ -206,7 +211,7 @@ def train(model_cfg, train_cfg: TrainConfig, data: DataConfig) -> TrainResult:
         if data.dev_src or data.dev_tgt:
             if not (data.dev_src and data.dev_tgt):
                 raise ConfigError("give both dev_src and dev_tgt")
-            dev_specs = data.channel_specs("dev")
+            dev_specs = {k: v for k, v in data.channel_specs("dev", train_reads).items() if k in required_inputs(mcfg)}
             check_channels(mcfg, dev_specs, "dev", training=False)
         train_data = _encode_corpus(data.train_src, data.train_tgt, src_sw, tgt_sw, train_specs,
                                     mcfg.max_len, data.skip_long, cache, dist_, noise)
