@@ -290,8 +290,8 @@ def main(argv=None) -> int:
     if not GOLD.is_dir():
         print(json.dumps({"skipped": f"data not found at {DATA.resolve()}"}))
         return 0
-    from xlpe.align.eflomal import _eflomal_version
-    report = {"command": " ".join([os.path.basename(sys.executable)] + sys.argv), "eflomal": _eflomal_version(),
+    from xlpe.align.eflomal import eflomal_version
+    report = {"command": " ".join([os.path.basename(sys.executable)] + sys.argv), "eflomal": eflomal_version(),
               "python": platform.python_version(), "cpus": os.cpu_count(), "pairs": {}}
     kinds = [k for k in ("xlpe", "raw") if args.only in ("both", k)]
     for pair in args.pairs.split(","):

@@ -17,8 +17,10 @@ import pytest
 
 pytest.importorskip("eflomal", reason="eflomal is an optional extra: pip install 'xlpe[eflomal]'")
 
-from xlpe.align.eflomal import (EFLOMAL_MAX_LEN, AlignResult, EflomalAligner, Priors, _PriorIndex, _TextWriter,
-                                add_cli_arguments, align_bitext, align_files, cli_main, eflomal_token)
+from xlpe.align.eflomal import EFLOMAL_MAX_LEN, EflomalAligner, align_bitext, align_files
+from xlpe.align.eflomal_format import AlignResult, TextWriter, eflomal_token
+from xlpe.align.priors import PriorIndex, Priors
+from xlpe.cli.align import add_cli_arguments, cli_main
 from xlpe.errors import ConfigError, FormatError
 from xlpe.io.alignments import Alignment, read_alignments
 
@@ -133,8 +135,8 @@ def test_priors_file_is_eflomal_format(fitted, tmp_path):
     with open(ours, encoding="utf-8") as f:
         everything = eflomal.read_priors(f)
     full, part = io.StringIO(), io.StringIO()
-    eflomal.to_eflomal_priors_file(everything, _PriorIndex(sv), _PriorIndex(tv), full)
-    eflomal.to_eflomal_priors_file(p.restricted(sv, tv), _PriorIndex(sv), _PriorIndex(tv), part)
+    eflomal.to_eflomal_priors_file(everything, PriorIndex(sv), PriorIndex(tv), full)
+    eflomal.to_eflomal_priors_file(p.restricted(sv, tv), PriorIndex(sv), PriorIndex(tv), part)
     assert full.getvalue() == part.getvalue()
     # a plain eflomal priors file (no xlpe metadata beside it) loads; a corrupt one names the file
     bare = EflomalAligner.load(ours, quiet=True)
@@ -149,7 +151,7 @@ def test_text_writer_matches_eflomal_write_text(tmp_path):
     import numpy as np
     from eflomal.cython import write_text
     sents = [[0, 1, 2], [3], [2, 2, 4, 1]]
-    tw = _TextWriter(str(tmp_path / "ours"))
+    tw = TextWriter(str(tmp_path / "ours"))
     for s in sents:
         tw.add(s)
     tw.finish(5)
@@ -384,8 +386,8 @@ def test_files_path_equals_per_sentence_reference(tmp_path, monkeypatch, sym):
     import eflomal.cython
     calls = []
     monkeypatch.setattr(eflomal.cython, "align", fake_eflomal(calls))
-    monkeypatch.setattr("xlpe.align.eflomal._BLOCK", 64)       # several input blocks and output batches
-    monkeypatch.setattr("xlpe.align.eflomal._OUT_BATCH", 50)
+    monkeypatch.setattr("xlpe.align.eflomal_format.BLOCK", 64)       # several input blocks and output batches
+    monkeypatch.setattr("xlpe.align.eflomal_format.OUT_BATCH", 50)
     src, tgt = tricky_corpus()
     s = write(tmp_path / "c.src", src)
     t = tmp_path / "c.tgt"
@@ -397,16 +399,16 @@ def test_files_path_equals_per_sentence_reference(tmp_path, monkeypatch, sym):
         stats = al.align_files(s, t, outs["out"], index_base=1, forward_out=outs["fwd"], reverse_out=outs["rev"],
                                scores_out=outs["scores"])
         assert stats["skipped_lines"] == [(8, "empty"), (12, "too long")]
-        # eflomal's input: byte-identical to what the per-item path (_prepare + _TextWriter) writes
+        # eflomal's input: byte-identical to what the per-item path (_prepare + TextWriter) writes
         ref_dir = tmp_path / f"ref{lower}"
         ref_dir.mkdir(exist_ok=True)
-        sw, tw = _TextWriter(str(ref_dir / "s")), _TextWriter(str(ref_dir / "t"))
+        sw, tw = TextWriter(str(ref_dir / "s")), TextWriter(str(ref_dir / "t"))
         sv, tv = {}, {}
-        from xlpe.align.eflomal import _ids
+        from xlpe.align.eflomal_format import vocab_ids
         for it in al._prepare((k + 1, a, b, None) for k, (a, b) in enumerate(zip(src, tgt))):
             if not it.skip:
-                sw.add(_ids(sv, it.src))
-                tw.add(_ids(tv, it.tgt))
+                sw.add(vocab_ids(sv, it.src))
+                tw.add(vocab_ids(tv, it.tgt))
         sw.finish(len(sv))
         tw.finish(len(tv))
         assert calls[0] == ((ref_dir / "s").read_bytes(), (ref_dir / "t").read_bytes())
@@ -435,7 +437,7 @@ def test_chunks_joint_file_and_fit_through_the_fast_path(tmp_path, monkeypatch):
     import eflomal.cython
     calls = []
     monkeypatch.setattr(eflomal.cython, "align", fake_eflomal(calls))
-    monkeypatch.setattr("xlpe.align.eflomal._BLOCK", 7)
+    monkeypatch.setattr("xlpe.align.eflomal_format.BLOCK", 7)
     src, tgt = tricky_corpus(60, seed=9)
     whole = EflomalAligner(quiet=True, skip_bad=True).align_detailed(src, tgt)
     # chunks: one eflomal job per 13 pairs, indices continue across chunks
@@ -459,27 +461,27 @@ def test_chunks_joint_file_and_fit_through_the_fast_path(tmp_path, monkeypatch):
 
 
 def test_line_blocks_match_read_lines(tmp_path):
-    from xlpe.align.eflomal import _line_blocks
+    from xlpe.align.eflomal_format import line_blocks
     from xlpe.io.text import read_lines
     p = tmp_path / "x.txt"
     p.write_bytes(b"a b\r\nc\n\n\xc3\xa9 \xe3\x80\x80\r\r\nlast")
     for block in (1, 2, 3, 100):
-        got = [x for b in _line_blocks(p, block) for x in b]
+        got = [x for b in line_blocks(p, block) for x in b]
         assert got == [t for _, t in read_lines(p)]
     p.write_bytes(b"ok\nok\nbad \xff here\nok\n")
     for block in (1, 2, 100):
         with pytest.raises(FormatError) as e1:
-            list(_line_blocks(p, block))
+            list(line_blocks(p, block))
         with pytest.raises(FormatError) as e2:
             list(read_lines(p))
         assert str(e1.value) == str(e2.value) and ":3:" in str(e1.value)
     with pytest.raises(FormatError, match="file not found"):
-        list(_line_blocks(tmp_path / "missing"))
+        list(line_blocks(tmp_path / "missing"))
 
 
 @pytest.mark.parametrize("block", [1, 2, 3, 4, 100])
 def test_line_count_mismatch_at_any_block_boundary(tmp_path, monkeypatch, block):
-    monkeypatch.setattr("xlpe.align.eflomal._BLOCK", block)
+    monkeypatch.setattr("xlpe.align.eflomal_format.BLOCK", block)
     a = write(tmp_path / "a", ["x y"] * 4)
     b = write(tmp_path / "b", ["X Y"] * 3)
     for s, t, short, long_ in ((a, b, b, a), (b, a, b, a)):
@@ -489,7 +491,7 @@ def test_line_count_mismatch_at_any_block_boundary(tmp_path, monkeypatch, block)
 
 
 def test_parse_and_format_links():
-    from xlpe.align.eflomal import _format_links, _parse_link_lines
+    from xlpe.align.eflomal_format import format_links, parse_link_lines
     from xlpe.io.alignments import format_alignment
     from xlpe.errors import XlpeError
     rng = random.Random(3)
@@ -501,21 +503,21 @@ def test_parse_and_format_links():
         lines.append((" ".join(f"{i}-{j}" for i, j in order) + rng.choice(("", " ")) + "\n").encode())
         sets.append(links)
     lines[-1] = lines[-1].rstrip(b"\n")  # last line without a newline
-    ptr, i, j = _parse_link_lines(lines)
+    ptr, i, j = parse_link_lines(lines)
     assert len(ptr) == 201
     for k, links in enumerate(sets):
         row = list(zip(i[ptr[k]:ptr[k + 1]].tolist(), j[ptr[k]:ptr[k + 1]].tolist()))
         assert row == sorted(links)
     for base in (0, 1):
         expected = "".join(format_alignment(Alignment(frozenset(x)), base, possible=False) + "\n" for x in sets)
-        assert _format_links((ptr, i, j), base) == expected
-    assert _format_links(_parse_link_lines([b"\n", b"\n"])) == "\n\n"
-    assert _parse_link_lines([])[0].tolist() == [0]
-    ptr, i, j = _parse_link_lines([b"1-1 0-0 1-1\n"])  # a repeated link counts once, as in a set
+        assert format_links((ptr, i, j), base) == expected
+    assert format_links(parse_link_lines([b"\n", b"\n"])) == "\n\n"
+    assert parse_link_lines([])[0].tolist() == [0]
+    ptr, i, j = parse_link_lines([b"1-1 0-0 1-1\n"])  # a repeated link counts once, as in a set
     assert ptr.tolist() == [0, 2] and i.tolist() == [0, 1] and j.tolist() == [0, 1]
     for bad in ([b"0-1 2\n"], [b"0-1 x-2\n"], [b"0 1\n"], [b"0--1\n"]):
         with pytest.raises(XlpeError, match="unexpected eflomal output"):
-            _parse_link_lines(bad)
+            parse_link_lines(bad)
 
 
 # --- CLI ----------------------------------------------------------------------------------------------------

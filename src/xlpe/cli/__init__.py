@@ -20,7 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("xlpe.experiments.demo", "the main job: the whole pipeline on the built-in synthetic language pair"),
     "synth": ("xlpe.data.synthetic", "generate a built-in synthetic language pair (text, gold alignments, trees, orders)"),
     "subword": ("xlpe.cli.subword", "sentencepiece subwords: train | encode | decode (with word maps)"),
-    "align": ("xlpe.align.eflomal", "statistical word alignment with eflomal (+ symmetrisation)"),
+    "align": ("xlpe.cli.align", "statistical word alignment with eflomal (+ symmetrisation)"),
     "aer": ("xlpe.cli.aer", "alignment error rate, precision and recall against a gold file"),
     "orders": ("xlpe.reorder.orders_cli", "alignments -> oracle ranks, permutations, pos_XL, DPE targets"),
     "preorder": ("xlpe.reorder.preorder_cli", "BTG preorderer: train | apply (lader formats)"),
