@@ -111,8 +111,8 @@ def test_free_ranks_train_with_tau_and_are_refused_with_chunk():
 
 
 def _derivation_score(m: BTGPreorderer, words, d) -> float:
-    from xlpe.reorder.btg import _derivation_features
-    idx = _derivation_features(m.features(words), d.edges, m._ext.null)
+    from xlpe.reorder.btg_cky import derivation_features
+    idx = derivation_features(m.features(words), d.edges, m._ext.null)
     return float(m.weights[idx].sum())
 
 
