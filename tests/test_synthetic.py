@@ -13,8 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from xlpe.data.synthetic import (PROFILES, SyntheticConfig, SyntheticPair, _Lexicon, add_cli_arguments,
-                                 cli_main, config_from_args, generate, gold_order, lexicon, load_config, synth)
+from xlpe.cli.synth import add_cli_arguments, cli_main, config_from_args
+from xlpe.data.synthetic import (PROFILES, Lexicon, SyntheticConfig, SyntheticPair, generate, gold_order, lexicon,
+                                 load_config, synth)
 from xlpe.errors import ConfigError
 from xlpe.io import read_alignments, read_bitext, read_conllu, read_orders
 from xlpe.io.conllu import validate_heads
@@ -302,7 +303,7 @@ def test_noise():
 
 def test_vocabularies_disjoint_and_sized():
     cfg = SyntheticConfig(seed=9, nouns=30, verbs=10, adjectives=5, adverbs=3, prepositions=4)
-    src, tgt = _Lexicon(cfg).vocabularies()
+    src, tgt = Lexicon(cfg).vocabularies()
     assert src & tgt == {"."}
     lex = lexicon(cfg)
     assert len(lex["nouns"]) == 30 and len(lex["verbs"]) == 10 and len(lex["adjectives"]) == 5

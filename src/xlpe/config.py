@@ -29,9 +29,11 @@ else:  # pragma: no cover - exercised on Python 3.10
     import tomli as tomllib
 
 
-def option(default: Any = dataclasses.MISSING, help: str = "", *, factory=None, choices=None, metavar=None):
-    """A dataclass field with its command-line help (and optional ``choices`` / ``metavar``)."""
-    meta = {"help": help, "choices": choices, "metavar": metavar}
+def option(default: Any = dataclasses.MISSING, help: str = "", *, factory=None, choices=None, metavar=None,
+           aliases: tuple[str, ...] = ()):
+    """A dataclass field with its command-line help (and optional ``choices``, ``metavar`` and flag ``aliases``,
+    e.g. an older spelling that stays accepted)."""
+    meta = {"help": help, "choices": choices, "metavar": metavar, "aliases": tuple(aliases)}
     if factory is not None:
         return dataclasses.field(default_factory=factory, metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -131,7 +133,7 @@ def add_dataclass_arguments(group, cls, *, prefix: str = "", skip: Iterable[str]
         if origin is dict:             # repeatable NAME=VALUE options read best in the singular
             flag = flag[:-1] if flag.endswith("s") else flag
             help_ += " (repeatable)"
-        group.add_argument(flag, help=help_, **kw)
+        group.add_argument(flag, *meta.get("aliases", ()), help=help_, **kw)
 
 
 def _pair_type(value_type):

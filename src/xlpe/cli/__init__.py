@@ -18,7 +18,7 @@ from xlpe.errors import XlpeError
 # name -> (module, one-line help). The order is the data flow of DESIGN.md.
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("xlpe.experiments.demo", "the main job: the whole pipeline on the built-in synthetic language pair"),
-    "synth": ("xlpe.data.synthetic", "generate a built-in synthetic language pair (text, gold alignments, trees, orders)"),
+    "synth": ("xlpe.cli.synth", "generate a built-in synthetic language pair (text, gold alignments, trees, orders)"),
     "subword": ("xlpe.cli.subword", "sentencepiece subwords: train | encode | decode (with word maps)"),
     "align": ("xlpe.cli.align", "statistical word alignment with eflomal (+ symmetrisation)"),
     "aer": ("xlpe.cli.aer", "alignment error rate, precision and recall against a gold file"),
