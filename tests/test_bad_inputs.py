@@ -194,3 +194,14 @@ def test_translate_skip_long_writes_an_empty_line_for_a_long_line(tmp_path, caps
                         "--skip-long"], capsys)
     lines = o.read_text().split("\n")[:-1]
     assert code == 0 and len(lines) == 3 and lines[1] == ""
+
+
+def test_orders_refuses_a_short_target_text_and_same_file_outputs(tmp_path, capsys):
+    src, tgt, al = tmp_path / "s.txt", tmp_path / "t.txt", tmp_path / "a.align"
+    src.write_text("a b\nc d\ne f\n")
+    tgt.write_text("x y\ny z\n")                              # one line short
+    al.write_text("0-0 1-1\n0-1\n1-0\n")
+    out = tmp_path / "o.order"
+    fails(["orders", "--src", src, "--tgt", tgt, "--align", al, "--order", out], capsys, "t.txt", "3",
+          inputs=[src, tgt, al], absent=[out], folder=tmp_path)
+    fails(["orders", "--src", src, "--align", al, "--order", src], capsys, "replace the input", inputs=[src])

@@ -5,8 +5,8 @@ import random
 import pytest
 
 from xlpe.errors import ConfigError, FormatError
-from xlpe.reorder.oracle import (dpe_targets, invert_order, lader_ranks, lader_spans, order_from_ranks,
-                                 reordered_order, reordered_source)
+from xlpe.reorder.oracle import invert_order, lader_ranks, lader_spans, order_from_ranks
+from xlpe.reorder.targets import dpe_targets, reordered_order, reordered_source
 
 
 def links(text: str) -> list[tuple[int, int]]:

@@ -33,7 +33,8 @@ from xlpe.config import add_config_arguments, add_dataclass_arguments, build, me
 from xlpe.errors import ConfigError
 from xlpe.experiments.cache import digest, file_sig, run_stage, run_stages
 from xlpe.experiments.nmt_runs import run_system
-from xlpe.experiments.stages import SPLITS, align_stage, corpus_ranks, preorder_stage, subword_stage, synth_stage
+from xlpe.experiments.stages import SPLITS, align_stage, preorder_stage, subword_stage, synth_stage
+from xlpe.reorder.oracle import corpus_ranks
 from xlpe.experiments.systems import SYSTEMS, pe_list
 from xlpe.io import read_alignments
 from xlpe.io.atomic import atomic_write

@@ -19,6 +19,7 @@ from typing import Any, Mapping, Sequence
 
 from xlpe.errors import ConfigError
 from xlpe.experiments.cache import file_sig, run_stage
+from xlpe.reorder.oracle import corpus_ranks
 from xlpe.io.atomic import atomic_write
 
 log = logging.getLogger("xlpe.experiments")
@@ -281,10 +282,3 @@ def _subword_view(spm: str):
             projected.append(subword_alignment_from_word(a, e.word_of, list(range(m))))
         return pieces, projected
     return view
-
-
-def corpus_ranks(sources: Sequence[Sequence[str]], alignments: Sequence, attach_null: str = "right") -> list:
-    """lader oracle ranks (SPEC §5.2) of every sentence, from its alignment's links."""
-    from xlpe.reorder.oracle import lader_ranks
-    return [lader_ranks(sorted(a.links), len(s), src_words=s, attach_null=attach_null)
-            for s, a in zip(sources, alignments)]

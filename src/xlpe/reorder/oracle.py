@@ -1,4 +1,5 @@
-"""Orders from word alignments: lader oracle ranks, DPE targets, 2PT reordered sources, permutations.
+"""Orders from word alignments: lader oracle ranks and permutations (DPE targets and the 2PT source are in
+:mod:`xlpe.reorder.targets`).
 
 Everything here takes plain Python data: an alignment is any iterable of 0-based ``(i, j)`` int pairs
 (source index ``i``, target index ``j``), a sentence length is an int, an order is a ``list[int]`` where
@@ -11,8 +12,7 @@ Everything here takes plain Python data: an alignment is any iterable of 0-based
   harness of the same steps compiled with GNU libstdc++ (``std::map`` with lader's span order) on 30,000
   random sentences with brackets, crossing/nested spans and both null handlers: identical ranks
   (a sample of those cases is in ``tests/test_oracle.py``).
-* :func:`dpe_targets` — DPE supervision targets (SPEC §6.2, §12 example 5).
-* :func:`reordered_order` / :func:`reordered_source` — the 2PT "En_reordered" source (SPEC §6.5).
+* :func:`corpus_ranks` — the ranks of every sentence of a corpus.
 * :func:`order_from_ranks` / :func:`invert_order` — ranks → permutation, permutation → ``pos_XL`` (SPEC §4.1).
 """
 
@@ -23,12 +23,11 @@ from typing import Iterable, Literal, Sequence
 import numpy as np
 
 from xlpe.errors import ConfigError, FormatError
+from xlpe.io.alignments import read_alignments, read_lader_alignments
+from xlpe.io.text import read_sentences
 from xlpe.io.orders import invert_order  # noqa: F401  (re-exported: pos_XL lives with the order format)
 
-__all__ = [
-    "lader_ranks", "lader_spans", "dpe_targets", "reordered_order", "reordered_source",
-    "order_from_ranks", "invert_order", "check_links",
-]
+__all__ = ["lader_ranks", "lader_spans", "corpus_ranks", "order_from_ranks", "invert_order", "check_links"]
 
 Link = tuple[int, int]
 
@@ -410,97 +409,6 @@ def lader_ranks(links: Iterable[Link], src_len: int, *, combine_blocks: bool = T
 
 
 # ----------------------------------------------------------------------------------------------
-# DPE targets and the 2PT reordered source (SPEC §6.2, §6.5)
-
-
-def dpe_targets(links: Iterable[Link], src_len: int, *,
-                link_rule: Literal["first", "min"] = "first") -> list[int]:
-    """DPE supervision target ``p(i)`` per source token, −1 where the token is unaligned (SPEC §6.2).
-
-    ``t(i)`` is the target index of token i's first link (``link_rule='first'``, the DPE script's
-    one-to-many rule) or its smallest target index (``'min'``). The aligned tokens are stable-sorted by
-    ``t`` (ties keep source order: "reordered together as one unit while maintaining their relative
-    positions") and ``p(i)`` is the position in that order, so ``p(i) < src_len`` always.
-
-    fast_align prints links by increasing target index, so 'first' and 'min' agree on its output. For an
-    unordered container (``set``/``frozenset``) "first" has no meaning and the links are read in
-    fast_align's own order, sorted by ``(j, i)``.
-
-    Verified against SPEC §12 example 5: links ``0-0 2-1 4-1 2-2 1-3``, 5 tokens → ``[0, 3, 1, -1, 2]``
-    (the file line ``0-0 2-1 4-2 1-3``).
-    """
-    if link_rule not in ("first", "min"):
-        raise ConfigError(f"link_rule must be 'first' or 'min', not {link_rule!r}")
-    unordered = isinstance(links, (set, frozenset))
-    links = check_links(links, src_len)
-    if unordered:
-        links.sort(key=lambda l: (l[1], l[0]))
-    t: dict[int, int] = {}
-    for i, j in links:
-        if i not in t:
-            t[i] = j
-        elif link_rule == "min" and j < t[i]:
-            t[i] = j
-    aligned = sorted(t, key=lambda i: (t[i], i))  # stable in source order
-    p = [-1] * src_len
-    for rank, i in enumerate(aligned):
-        p[i] = rank
-    return p
-
-
-def reordered_order(links: Iterable[Link], src_len: int, *,
-                    unaligned: Literal["drop", "keep"] = "drop",
-                    link_rule: Literal["first", "min"] = "first") -> list[int]:
-    """The source indices of the 2PT "En_reordered" sentence (SPEC §6.5), in output order.
-
-    Aligned tokens are sorted as in :func:`dpe_targets`. ``unaligned='drop'`` leaves unaligned tokens out
-    (the paper's example and script; the result is then not a permutation). ``'keep'`` keeps each one
-    right after its nearest aligned left neighbour (after earlier unaligned tokens attached there);
-    tokens before the first aligned token travel in front of it (lader attach-left style). With no
-    aligned token at all, 'keep' returns the identity.
-    """
-    if unaligned not in ("drop", "keep"):
-        raise ConfigError(f"unaligned must be 'drop' or 'keep', not {unaligned!r}")
-    p = dpe_targets(links, src_len, link_rule=link_rule)
-    aligned = sorted((i for i in range(src_len) if p[i] >= 0), key=lambda i: p[i])
-    if unaligned == "drop":
-        return aligned
-    if not aligned:
-        return list(range(src_len))
-    leading: list[int] = []
-    after: dict[int, list[int]] = {i: [] for i in aligned}
-    anchor = None
-    for i in range(src_len):
-        if p[i] >= 0:
-            anchor = i
-        elif anchor is None:
-            leading.append(i)
-        else:
-            after[anchor].append(i)
-    # leading unaligned tokens travel in front of the first aligned token of the source sentence
-    first_src_aligned = min(aligned)
-    out: list[int] = []
-    for i in aligned:
-        if i == first_src_aligned:
-            out.extend(leading)
-        out.append(i)
-        out.extend(after[i])
-    return out
-
-
-def reordered_source(tokens: Sequence[str], links: Iterable[Link], *,
-                     unaligned: Literal["drop", "keep"] = "drop",
-                     link_rule: Literal["first", "min"] = "first") -> list[str]:
-    """The 2PT reordered source tokens (SPEC §6.5); see :func:`reordered_order`.
-
-    Example (SPEC §6.5): "mr hän@@ sch represented you on this occasion ." with 'drop' loses the
-    unaligned "on" and "occasion".
-    """
-    order = reordered_order(links, len(tokens), unaligned=unaligned, link_rule=link_rule)
-    return [tokens[i] for i in order]
-
-
-# ----------------------------------------------------------------------------------------------
 # permutations (SPEC §4.1)
 
 
@@ -512,3 +420,38 @@ def order_from_ranks(ranks: Sequence[int]) -> list[int]:
     """
     r = np.asarray(ranks, dtype=np.int64).reshape(-1)
     return np.argsort(r, kind="stable").tolist()
+
+
+def corpus_ranks(sources: Sequence[Sequence[str]], alignments: Iterable, *, attach_null: str = "right") -> list[list[int]]:
+    """:func:`lader_ranks` of every sentence of a corpus: ``sources`` are word lists (their length is the sentence
+    length, their words place the brackets), ``alignments`` objects with ``links`` (e.g.
+    :class:`xlpe.io.alignments.Alignment`) or link iterables."""
+    return [lader_ranks(sorted(getattr(a, "links", a)), len(s), src_words=s, attach_null=attach_null)
+            for s, a in zip(sources, alignments)]
+
+
+def training_ranks(src: str, *, align: str | None = None, lader_align: str | None = None, align_base: int = 0,
+                   tgt: str | None = None, attach_null: str = "right", factor_sep: str = "|",
+                   max_len: int | None = None, skip_long: bool = False) -> tuple[list[list[str]], list[list[int]], int]:
+    """Source sentences and their oracle ranks from files; sentences over ``max_len`` words are an error
+    naming the line unless ``skip_long`` (then they are dropped and counted)."""
+    sents = list(read_sentences(src))
+    words = [[t.split(factor_sep)[0] for t in s] for s in sents]
+    if align:
+        tl = [len(t) for t in read_sentences(tgt)] if tgt else [None] * len(sents)
+        als = list(read_alignments(align, align_base, lengths=zip([len(s) for s in sents], tl), check_base=False))
+        if len(als) != len(sents):
+            raise FormatError(f"alignment file has {len(als)} lines but the source text has {len(sents)}", align)
+    else:
+        als = [a for _, _, a in read_lader_alignments(lader_align, src_lengths=[len(s) for s in sents])]
+    out_s, out_r, skipped = [], [], 0
+    for k, (s, w, a) in enumerate(zip(sents, words, als), 1):
+        if max_len and len(s) > max_len:
+            if not skip_long:
+                raise FormatError(f"sentence has {len(s)} words, over the length limit {max_len}", src, k,
+                                  "shorter sentences, a larger --max-len, or --skip-long to skip and count them")
+            skipped += 1
+            continue
+        out_s.append(s)
+        out_r.append(corpus_ranks([w], [a], attach_null=attach_null)[0])
+    return out_s, out_r, skipped

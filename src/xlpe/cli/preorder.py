@@ -1,8 +1,8 @@
-"""``xlpe preorder train|apply`` — the command-line face of :class:`xlpe.reorder.btg.BTGPreorderer`.
+"""``xlpe preorder train|apply``: the command line of :class:`xlpe.reorder.btg.BTGPreorderer`.
 
 ``train`` reads a source text and its word alignments (Pharaoh with an explicit index base, or lader's
 ``SRCLEN-TRGLEN ||| i-j ...``), turns the alignments into lader oracle ranks
-(:func:`xlpe.reorder.oracle.lader_ranks`) and trains the BTG model; ``apply`` writes lader ``order`` or
+(:func:`xlpe.reorder.oracle.training_ranks`) and trains the BTG model; ``apply`` writes lader ``order`` or
 ``string`` lines for any source text, with several processes if asked.
 """
 
@@ -14,41 +14,13 @@ import json
 import logging
 import sys
 
-from xlpe.errors import ConfigError, FormatError
-from xlpe.io.alignments import read_alignments, read_lader_alignments
+from xlpe.errors import ConfigError
 from xlpe.io.atomic import write_lines
 from xlpe.io.text import read_sentences
 from xlpe.reorder.btg import BTGConfig, BTGPreorderer, parse_loss_profile
-from xlpe.reorder.oracle import lader_ranks
+from xlpe.reorder.oracle import training_ranks
 
-log = logging.getLogger(__name__)
-
-
-def training_ranks(src: str, *, align: str | None = None, lader_align: str | None = None, align_base: int = 0,
-                   tgt: str | None = None, attach_null: str = "right", factor_sep: str = "|",
-                   max_len: int | None = None, skip_long: bool = False) -> tuple[list[list[str]], list[list[int]], int]:
-    """Source sentences and their oracle ranks from files; sentences over ``max_len`` words are an error
-    naming the line unless ``skip_long`` (then they are dropped and counted)."""
-    sents = list(read_sentences(src))
-    words = [[t.split(factor_sep)[0] for t in s] for s in sents]
-    if align:
-        tl = [len(t) for t in read_sentences(tgt)] if tgt else [None] * len(sents)
-        als = list(read_alignments(align, align_base, lengths=zip([len(s) for s in sents], tl), check_base=False))
-        if len(als) != len(sents):
-            raise FormatError(f"alignment file has {len(als)} lines but the source text has {len(sents)}", align)
-    else:
-        als = [a for _, _, a in read_lader_alignments(lader_align, src_lengths=[len(s) for s in sents])]
-    out_s, out_r, skipped = [], [], 0
-    for k, (s, w, a) in enumerate(zip(sents, words, als), 1):
-        if max_len and len(s) > max_len:
-            if not skip_long:
-                raise FormatError(f"sentence has {len(s)} words, over the length limit {max_len}", src, k,
-                                  "shorter sentences, a larger --max-len, or --skip-long to skip and count them")
-            skipped += 1
-            continue
-        out_s.append(s)
-        out_r.append(lader_ranks(sorted(a.links), len(s), src_words=w, attach_null=attach_null))
-    return out_s, out_r, skipped
+log = logging.getLogger("xlpe.preorder")
 
 
 def add_cli_arguments(p: argparse.ArgumentParser) -> None:
