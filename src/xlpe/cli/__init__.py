@@ -1,8 +1,9 @@
 """The ``xlpe`` command line: one entry point whose sub-commands mirror the Python API.
 
-Each sub-command lives next to the function it calls: the module named below provides
-``add_cli_arguments(parser)`` and ``cli_main(args) -> int``. Modules are imported only when their command
-runs, so ``xlpe --help`` is instant and a command never pays for torch unless it needs it.
+Each sub-command's argument parsing lives in its own module ``xlpe/cli/<command>.py``, which provides
+``add_cli_arguments(parser)`` and ``cli_main(args) -> int`` and calls the Python API; API modules hold no
+argparse code. Modules are imported only when their command runs, so ``xlpe --help`` is instant and a command
+never pays for torch unless it needs it.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from xlpe.errors import XlpeError
 
 # name -> (module, one-line help). The order is the data flow of DESIGN.md.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "demo": ("xlpe.experiments.demo", "the main job: the whole pipeline on the built-in synthetic language pair"),
+    "demo": ("xlpe.cli.demo", "the main job: the whole pipeline on the built-in synthetic language pair"),
     "synth": ("xlpe.cli.synth", "generate a built-in synthetic language pair (text, gold alignments, trees, orders)"),
     "subword": ("xlpe.cli.subword", "sentencepiece subwords: train | encode | decode (with word maps)"),
     "align": ("xlpe.cli.align", "statistical word alignment with eflomal (+ symmetrisation)"),
@@ -29,7 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "translate": ("xlpe.cli.translate", "translate files or stdin with a trained model (beam / greedy)"),
     "align-from-model": ("xlpe.cli.align_from_model", "word alignments from a trained model's attention (AER protocol, SPEC §4.6)"),
     "evaluate": ("xlpe.cli.evaluate", "BLEU / chrF with signatures and paired bootstrap; Kendall tau / chunk for orders"),
-    "experiment": ("xlpe.experiments.run", "recipes reproducing the papers' tables (xl-pe)"),
+    "experiment": ("xlpe.cli.experiment", "recipes reproducing the papers' tables (xl-pe)"),
 }
 
 

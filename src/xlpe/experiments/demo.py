@@ -19,7 +19,6 @@ The multi-seed version of the comparison, with every table of Ding et al., is ``
 
 from __future__ import annotations
 
-import argparse
 import functools
 import json
 import os
@@ -29,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from xlpe.config import add_config_arguments, add_dataclass_arguments, build, merge_sources, option
+from xlpe.config import option
 from xlpe.errors import ConfigError
 from xlpe.experiments.cache import digest, file_sig, run_stage, run_stages
 from xlpe.experiments.nmt_runs import run_system
@@ -328,17 +327,3 @@ def demo(cfg: DemoConfig) -> dict:
     with atomic_write(out / "results.json") as f:
         json.dump({"config": cfg.__dict__, "results": results, "versions": versions()}, f, indent=2, default=str)
     return {"report": report, "results": results}
-
-
-def add_cli_arguments(p: argparse.ArgumentParser) -> None:
-    add_config_arguments(p, ("demo",))
-    add_dataclass_arguments(p, DemoConfig, prefix="demo.")
-
-
-def cli_main(args: argparse.Namespace) -> int:
-    cfg = build(DemoConfig, merge_sources(args, ("demo",))["demo"], "demo options")
-    r = demo(cfg)
-    print(r["report"])
-    print(f"report: {Path(cfg.out) / 'report.md'}   numbers: {Path(cfg.out) / 'results.json'}   "
-          f"plots: {Path(cfg.out) / 'plots'}")
-    return 0

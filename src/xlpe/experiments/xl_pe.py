@@ -37,7 +37,6 @@ when the command is repeated, so a table too large for one sitting fills up over
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import logging
@@ -47,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from xlpe.config import add_config_arguments, apply_sets, build, read_toml
+from xlpe.config import apply_sets, build, read_toml
 from xlpe.errors import ConfigError
 from xlpe.experiments.cache import file_sig, run_stage
 from xlpe.experiments.nmt_runs import STOPS, measure_cost, run_grid
@@ -351,19 +350,3 @@ def load_config(path: str | None, sets: list[str]) -> XLConfig:
     """``--config`` TOML, then ``--set section.key=value`` overrides (TOML values)."""
     doc = read_toml(path) if path else {}
     return XLConfig.from_dict(apply_sets(doc, sets), path or "--set")
-
-
-def add_cli_arguments(p: argparse.ArgumentParser) -> None:
-    add_config_arguments(p, TOML_TABLES, " (see xlpe.experiments.xl_pe and examples/)")
-    p.add_argument("--out", required=True, help="output folder: cached stages, runs, report.md, results.json, plots/")
-    p.add_argument("--only", nargs="+", choices=TABLES, default=None,
-                   help="run only what these tables and figures need (default: all)")
-
-
-def cli_main(args: argparse.Namespace) -> int:
-    cfg = load_config(args.config, args.set)
-    r = run_experiment(cfg, args.out, args.only)
-    print(r["report"])
-    print(f"report: {Path(args.out) / 'report.md'}   numbers: {Path(args.out) / 'results.json'}   "
-          f"plots: {Path(args.out) / 'plots'}")
-    return 0

@@ -1,0 +1,43 @@
+"""``xlpe experiment NAME``: the recipes that reproduce the papers' tables at small scale.
+
+A recipe module (``xlpe.experiments.<name>``) provides ``TOML_TABLES`` (its config tables), ``TABLES`` (what
+``--only`` may name), ``load_config(path, sets)`` and ``run_experiment(cfg, out, only)``; :data:`RECIPES` names
+them, and every recipe gets the same options here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from pathlib import Path
+
+from xlpe.config import add_config_arguments
+
+#: recipe name -> (module, one-line help)
+RECIPES: dict[str, tuple[str, str]] = {
+    "xl-pe": ("xlpe.experiments.xl_pe", "Ding et al. 2020: Tables 1, 3, 4 and Figures 3, 4 (XL PE, InXL, HeadXL, "
+                                        "Combination)"),
+}
+
+
+def add_cli_arguments(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="recipe", metavar="NAME", required=True)
+    for name, (mod, help_) in RECIPES.items():
+        sp = sub.add_parser(name, help=help_, description=help_, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        module = importlib.import_module(mod)
+        add_config_arguments(sp, module.TOML_TABLES, f" (see {mod} and examples/)")
+        sp.add_argument("--out", required=True, help="output folder: cached stages, runs, report.md, results.json, "
+                                                    "plots/")
+        sp.add_argument("--only", nargs="+", choices=module.TABLES, default=None,
+                        help="run only what these tables and figures need (default: all)")
+        sp.set_defaults(_recipe=module)
+
+
+def cli_main(args: argparse.Namespace) -> int:
+    module = args._recipe
+    cfg = module.load_config(args.config, args.set)
+    r = module.run_experiment(cfg, args.out, args.only)
+    print(r["report"])
+    print(f"report: {Path(args.out) / 'report.md'}   numbers: {Path(args.out) / 'results.json'}   "
+          f"plots: {Path(args.out) / 'plots'}")
+    return 0
