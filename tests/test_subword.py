@@ -3,7 +3,7 @@
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from xlpe.data.subword import (SubwordModel, expand_to_subwords, subword_alignment_from_word,
+from xlpe.data.subword import (SubwordModel, subword_alignment_from_word,
                                subword_order_from_word, train_subwords, word_alignment_from_subword)
 from xlpe.errors import ConfigError, FormatError
 from xlpe.io import Alignment
@@ -76,7 +76,8 @@ def test_alignment_conversions():
 
 def test_channel_and_order_expansion():
     word_of = [0, 0, 1, 2, 2, 2]
-    assert expand_to_subwords([5, 7, 9], word_of) == [5, 5, 7, 9, 9, 9]
+    from xlpe.data.channels import expand_channel
+    assert expand_channel("depth", [5, 7, 9], word_of, 6).tolist()[:-1] == [5, 5, 7, 9, 9, 9]
     assert subword_order_from_word([2, 0, 1], word_of) == [3, 4, 5, 0, 1, 2]
 
 

@@ -265,12 +265,6 @@ def versions(*extra: str) -> dict[str, str]:
     return out
 
 
-def command_line() -> str:
-    """The command that started this process, as a user would type it."""
-    name = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "python"
-    return " ".join(["xlpe" if name in ("xlpe", "__main__.py", "cli") else name] + sys.argv[1:])
-
-
 def write_run_info(out: Path, **sections: Any) -> None:
     """Append this run's record (command, ``sections`` such as the configs, versions, time) to
     ``out/run.json``, a list with one entry per start or resumption."""

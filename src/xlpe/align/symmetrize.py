@@ -290,15 +290,6 @@ def _unique(x):
     return x
 
 
-def _member(x, sorted_set):
-    """``np.isin(x, sorted_set)`` for sorted ``sorted_set`` by binary search (fast when ``x`` is sorted too)."""
-    import numpy as np
-    if not len(sorted_set):
-        return np.zeros(len(x), dtype=bool)
-    at = np.minimum(np.searchsorted(sorted_set, x), len(sorted_set) - 1)
-    return sorted_set[at] == x
-
-
 #: largest neighbour grid (cells) built at once by :func:`_live_neighbours` (int32 each)
 _GRID_CELLS = 1 << 20
 

@@ -22,6 +22,7 @@ from typing import Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from xlpe.data.subword import subword_order_from_word
 from xlpe.errors import ConfigError, FormatError
 from xlpe.io.text import read_lines, tokenize
 
@@ -162,11 +163,8 @@ def expand_channel(name: str, values: Sequence | np.ndarray | Mapping, word_of: 
     wo = np.asarray(word_of, dtype=np.int64)
     if ch.expand == "permutation":
         order = np.argsort(v, kind="stable")              # word order o with pos[o[j]] = j
-        first = np.searchsorted(wo, np.arange(units))     # word_of is non-decreasing
-        counts = np.bincount(wo, minlength=units)
-        sub_order = np.concatenate([np.arange(first[w], first[w] + counts[w]) for w in order]) if units else wo
         out = np.empty(n_pieces, dtype=np.int64)
-        out[sub_order] = np.arange(n_pieces)
+        out[subword_order_from_word(order.tolist(), wo.tolist())] = np.arange(n_pieces)
     else:
         out = v[wo]
     return np.append(out, eos if eos is not None else ch.eos_value(out, n_pieces))

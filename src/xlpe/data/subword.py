@@ -219,11 +219,6 @@ def subword_alignment_from_word(a: Alignment, src_word_of: Sequence[int], tgt_wo
     return Alignment(expand(a.sure), expand(a.possible))
 
 
-def expand_to_subwords(values: Sequence, word_of: Sequence[int]) -> list:
-    """A word-level channel (depth, class, ...) copied to every piece of its word."""
-    return [values[w] for w in word_of]
-
-
 def subword_order_from_word(order: Sequence[int], word_of: Sequence[int]) -> list[int]:
     """A word-level permutation expanded to pieces (each word's pieces keep their inner order)."""
     pieces = _pieces_of(word_of)

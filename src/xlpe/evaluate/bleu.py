@@ -87,11 +87,6 @@ def corpus_scores(hyps: Sequence[str], refs: Sequence[Sequence[str]] | Sequence[
     return out
 
 
-def sentence_bleu(hyp: str, refs: Sequence[str], tokenize: str = "13a") -> float:
-    from sacrebleu.metrics import BLEU
-    return float(BLEU(tokenize=tokenize, effective_order=True).sentence_score(hyp, list(refs)).score)
-
-
 def paired_bootstrap(systems: Sequence[tuple[str, Sequence[str]]], refs: Sequence[Sequence[str]] | Sequence[str], *,
                      metrics: Sequence[str] = ("bleu", "chrf"), n_samples: int = 1000, seed: int = 12345,
                      tokenize: str = "13a") -> tuple[list[SystemComparison], dict[str, str]]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Sequence
+from typing import Iterable, Iterator
 
 from xlpe.errors import FormatError
 from xlpe.io.atomic import atomic_write
@@ -55,12 +55,6 @@ class Alignment:
     def reversed(self) -> "Alignment":
         """Swap source and target sides."""
         return Alignment(frozenset((j, i) for i, j in self.sure), frozenset((j, i) for i, j in self.possible))
-
-    def max_indices(self) -> tuple[int, int]:
-        """(max source index, max target index), −1 when empty."""
-        if not self.possible:
-            return -1, -1
-        return max(i for i, _ in self.possible), max(j for _, j in self.possible)
 
     def __len__(self) -> int:
         return len(self.possible)
@@ -223,7 +217,3 @@ def read_lader_alignments(path: str | os.PathLike, *,
         yield sl, tl, a
 
 
-def lengths_of(pairs: Iterable[tuple[Sequence, Sequence]]) -> Iterator[tuple[int, int]]:
-    """``(len(src), len(tgt))`` for each pair — feed it to ``read_alignments(lengths=...)``."""
-    for s, t in pairs:
-        yield len(s), len(t)
