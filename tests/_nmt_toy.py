@@ -49,3 +49,23 @@ def quick_train_config(out, **overrides):
     base = dict(out=str(out), resume="auto", max_tokens=160, warmup=4, lr=3e-3, log_every=2, save_every=0,
                 validate_every=0, progress=False, threads=1, seed=3)
     return TrainConfig(**{**base, **overrides})
+
+
+def pe_config(pe, vocab: int = 20, **kw):
+    """A ``tiny`` model config with encodings ``pe``, no dropout (deterministic comparisons)."""
+    from xlpe.nn.transformer import TransformerConfig
+    kw.setdefault("src_vocab_size", vocab)
+    kw.setdefault("dropout", 0.0)
+    return TransformerConfig.from_preset("tiny", pe=pe, **kw)
+
+
+def random_batch(seed: int, vocab: int = 20, pad_second: bool = False):
+    """``(src (2, 6) ending in EOS, tgt (2, 5))`` of random ids; ``pad_second`` pads the second source row."""
+    import torch
+    torch.manual_seed(seed)
+    src = torch.randint(4, vocab, (2, 6))
+    src[:, -1] = 3
+    if pad_second:
+        src[1, 4:] = 0
+        src[1, 3] = 3
+    return src, torch.randint(4, vocab, (2, 5))

@@ -6,25 +6,18 @@ import torch
 from xlpe.errors import ConfigError
 from xlpe.nn.positions import sinusoid
 from xlpe.nn.positions.dpe import decode_positions
-from xlpe.nn.transformer import TransformerConfig, build_model, count_parameters
+from xlpe.nn.transformer import build_model, count_parameters
 from xlpe.train.losses import combine_losses, label_smoothed_nll
 
-from _nmt_toy import quick_train_config, tiny_model_config, toy  # noqa: F401  (toy is a fixture)
+from _nmt_toy import pe_config, quick_train_config, random_batch, tiny_model_config, toy  # noqa: F401  (toy is a fixture)
 
 
 def cfg(pe, **kw):
-    kw.setdefault("src_vocab_size", 20)
-    kw.setdefault("dropout", 0.0)
-    return TransformerConfig.from_preset("tiny", pe=pe, **kw)
+    return pe_config(pe, 20, **kw)
 
 
 def batch():
-    torch.manual_seed(2)
-    src = torch.randint(4, 20, (2, 6))
-    src[:, -1] = 3
-    src[1, 4:] = 0                       # padding
-    src[1, 3] = 3
-    return src, torch.randint(4, 20, (2, 5))
+    return random_batch(2, 20, pad_second=True)
 
 
 def test_mse_targets_are_the_models_own_sinusoid_rows_and_unaligned_tokens_are_free():

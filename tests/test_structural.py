@@ -5,20 +5,17 @@ import torch
 
 from xlpe.errors import ConfigError
 from xlpe.nn.positions import sinusoid
-from xlpe.nn.transformer import TransformerConfig, build_model
+from xlpe.nn.transformer import build_model
+
+from _nmt_toy import pe_config, random_batch
 
 
 def cfg(pe, **kw):
-    kw.setdefault("src_vocab_size", 16)
-    kw.setdefault("dropout", 0.0)
-    return TransformerConfig.from_preset("tiny", pe=pe, **kw)
+    return pe_config(pe, 16, **kw)
 
 
 def batch():
-    torch.manual_seed(1)
-    src = torch.randint(4, 16, (2, 6))
-    src[:, -1] = 3
-    return src, torch.randint(4, 16, (2, 5))
+    return random_batch(1, 16, pad_second=False)
 
 
 def test_structural_only_with_depth_equal_to_position_is_ape():
