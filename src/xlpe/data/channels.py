@@ -264,5 +264,9 @@ def _int_items(path) -> Iterator[list[int]]:
 
 
 def as_source(value, level: str = "word", description: str = "<channel values>") -> ChannelSource:
-    """``value`` if it is a :class:`ChannelSource`, else an :class:`IterableSource` over it."""
+    """``value`` if it is a :class:`ChannelSource`, else an :class:`IterableSource` over it (a string or path is
+    refused: it would be read as a sequence of characters; open specs with :func:`xlpe.sources.open_source`)."""
+    if isinstance(value, (str, bytes, os.PathLike)):
+        raise ConfigError(f"{description}: {value!r} is a path or spec, not channel values; open it with "
+                          "xlpe.sources.open_source, or pass it where specs are taken (translate_file, DataConfig)")
     return value if isinstance(value, ChannelSource) else IterableSource(value, level, description)

@@ -31,7 +31,7 @@ from xlpe.io.text import read_lines, tokenize
 from xlpe.runtime import resolve_device
 from xlpe.io.atomic import check_outputs
 from xlpe.nn.positions import required_inputs
-from xlpe.sources import check_channels, open_sources, with_trees, with_xl_shortcuts
+from xlpe.sources import check_channels, open_source, open_sources, with_trees, with_xl_shortcuts
 
 log = logging.getLogger(__name__)
 
@@ -103,9 +103,9 @@ def translate_lines(model: torch.nn.Module, subwords: Subwords, lines: Iterable[
         batch_size: most sentences per batch; ``max_tokens``: optional cap on padded source tokens per batch.
         greedy: greedy decoding instead of beam search; ``beam_stop``: the beam's stopping rule
             (``fairseq`` | ``exhaust``, see :mod:`xlpe.infer.beam`).
-        channels: position channels of the lines: name -> a :class:`~xlpe.data.channels.ChannelSource` (its
-            next ``len(lines)`` values are taken) or one item per line (e.g. ``pos_XL`` lists) at
-            ``channel_level``, see :meth:`xlpe.data.batching.ParallelData.from_sentences`.
+        channels: position channels of the lines: name -> a ``[KIND:]PATH`` spec (:mod:`xlpe.sources`), a
+            :class:`~xlpe.data.channels.ChannelSource` (its next ``len(lines)`` values are taken) or one item per
+            line (e.g. ``pos_XL`` lists) at ``channel_level``.
         source_name, first_line: how errors name the input (``file:line``).
         skip_long: a line longer than the model's ``max_len`` gets an empty output line (counted in
             ``counts["skipped_long"]``) instead of stopping with an error.
@@ -161,6 +161,8 @@ def channel_values(channels: Mapping[str, ChannelSource | Sequence] | None, chan
     must have one item per line."""
     out = {}
     for k, v in (channels or {}).items():
+        if isinstance(v, (str, os.PathLike)):            # a [KIND:]PATH spec, never a string of values
+            v = open_source(k, v)
         level = channel_level if isinstance(channel_level, str) else channel_level.get(k, "word")
         if not isinstance(v, ChannelSource) and len(v) != len(sentences):
             raise ConfigError(f"channel {k!r} has {len(v)} items for {len(sentences)} lines")
