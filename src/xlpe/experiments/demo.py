@@ -10,8 +10,8 @@ stage whose inputs and options are unchanged is skipped, so an interrupted demo 
 5. ``preorder`` the BTG preorderer trained on those alignments; Kendall tau / chunk of its predicted test orders
                 against the gold orders, beside the identity order; orders of every split for the XL models;
 6. ``nmt``      one small Transformer per source position encoding (none, APE, RPE, InXL, HeadXL,
-                Combination), test BLEU / chrF with paired bootstrap against APE, and AER / P / R of alignments
-                read from each model's attention.
+                Combination, structural PE on gold trees), test BLEU / chrF with paired bootstrap against APE,
+                and AER / P / R of alignments read from each model's attention.
 
 The results table is printed and written to ``report.md`` and ``results.json``; plots go to ``plots/``.
 The multi-seed version of the comparison, with every table of Ding et al., is ``xlpe experiment xl-pe``.
@@ -58,7 +58,7 @@ class DemoConfig:
     preorder_iterations: int = option(3, "BTG training iterations")
     nmt_pe: list[str] = option(help=f"systems to compare: {', '.join(SYSTEMS)}, or encodings joined with '+' "
                                     "(e.g. ape+rpe)",
-                               factory=lambda: ["none", "ape", "rpe", "inxl", "headxl", "combination"])
+                               factory=lambda: ["none", "ape", "rpe", "inxl", "headxl", "combination", "struct"])
     nmt_preset: str = option("tiny", "model preset of the demo NMT models")
     nmt_d_model: int = option(96, "model width of the demo NMT models")
     nmt_layers: int = option(2, "encoder and decoder layers")
@@ -156,7 +156,7 @@ def nmt_stage(cfg: DemoConfig, out: Path, spm: str, orders: dict[str, str]) -> d
 
     Every model sees the same data, subwords, seed and number of updates. XL models (InXL, HeadXL,
     Combination) read the BTG preorderer's predicted orders of every split, so test time needs the source
-    alone. BLEU/chrF come with a paired bootstrap against the ``ape`` baseline (sacrebleu). For every model
+    alone; structural models read the generator's gold dependency trees (CoNLL-U). BLEU/chrF come with a paired bootstrap against the ``ape`` baseline (sacrebleu). For every model
     but ``none`` and ``rpe`` the test set is also force-decoded and aligned from attention (penultimate
     decoder layer, heads averaged, SPEC §4.6) and scored against the gold alignments.
     """
@@ -172,9 +172,11 @@ def nmt_stage(cfg: DemoConfig, out: Path, spm: str, orders: dict[str, str]) -> d
                  enc_layers=cfg.nmt_layers, dec_layers=cfg.nmt_layers, dropout=0.1)
     train_opts = dict(lr=cfg.nmt_lr, warmup=min(200, cfg.nmt_updates // 4), max_tokens=cfg.nmt_max_tokens,
                       max_updates=cfg.nmt_updates, save_every=max(100, cfg.nmt_updates // 3), clip_norm=1.0)
+    def channels(split: str) -> dict[str, str]:    # every model gets the channels it reads of these
+        return {"xl": "orders:" + orders[split],
+                **{c: f"conllu:{data / (split + '.conllu')}" for c in ("depth", "tree_word", "tree_head")}}
     gold = {"src": str(data / "test.src"), "tgt": str(data / "test.tgt"),
-            "alignments": list(read_alignments(data / "test.align", 0)),
-            "channels": {"xl": "orders:" + orders["test"]}}
+            "alignments": list(read_alignments(data / "test.align", 0)), "channels": channels("test")}
     tasks = []
     for name in cfg.nmt_pe:
         pe = pe_list(name)
@@ -183,12 +185,14 @@ def nmt_stage(cfg: DemoConfig, out: Path, spm: str, orders: dict[str, str]) -> d
                   "aer": want_aer, "threads": cfg.threads, "vocab": SubwordModel.load(spm).vocab_size,
                   "data": digest(file_sig(data / "train.src", data / "train.tgt", spm, orders["train"],
                                           orders["test"]))}
+        if any(p.startswith("struct") for p in pe):    # only then, so the other systems keep their cache key
+            params["trees"] = digest(file_sig(*(data / f"{s}.conllu" for s in ("train", "dev", "test"))))
         fn = functools.partial(
             run_system, pe=pe, pe_options={}, encoder_free=False, seed=cfg.seed, model=model, train_opts=train_opts,
             spm=str(spm), train_src=str(data / "train.src"), train_tgt=str(data / "train.tgt"),
-            dev_src=str(data / "dev.src"), dev_tgt=str(data / "dev.tgt"), train_channels={"xl": "orders:" + orders["train"]},
-            dev_channels={"xl": "orders:" + orders["dev"]},
-            tests={"test": (str(data / "test.src"), str(data / "test.tgt"), {"xl": "orders:" + orders["test"]})},
+            dev_src=str(data / "dev.src"), dev_tgt=str(data / "dev.tgt"), train_channels=channels("train"),
+            dev_channels=channels("dev"), tests={"test": (str(data / "test.src"), str(data / "test.tgt"),
+                                                          channels("test"))},
             beam=cfg.beam, lenpen=0.6, threads=cfg.threads, gold=gold if want_aer else None,
             tokenized_by_design=True)
         tasks.append((out / "nmt", name, params, fn))

@@ -18,10 +18,12 @@ SYSTEMS: dict[str, list[str]] = {
     "inxl": ["inxl"],
     "headxl": ["ape", "headxl"],
     "combination": ["ape", "combination"],
+    "struct": ["ape", "struct_abs", "struct_rel"],             # Wang et al. Table 1 "+abs-stru +rel-stru"
 }
 
 LABELS: dict[str, str] = {"none": "no PE", "baseline": "baseline (APE)", "ape": "APE", "rpe": "+RPE",
-                          "xl": "XL PE only", "inxl": "+InXL", "headxl": "+HeadXL", "combination": "+Combination"}
+                          "xl": "XL PE only", "inxl": "+InXL", "headxl": "+HeadXL", "combination": "+Combination",
+                          "struct": "+Struct PE (abs + rel)"}
 
 #: systems defined for the encoder-free model (no relative terms without encoder self-attention, SPEC §4.7)
 ENCODER_FREE = ("none", "ape", "xl", "inxl", "headxl", "combination")
