@@ -60,6 +60,9 @@ def test_recipe_produces_every_table_and_reruns_from_cache(tmp_path, capsys):
     al = runs["headxl/seed1"]["attention_alignment"]
     assert 0 <= al["aer"] <= 1 and "attention_alignment" not in runs["inxl/seed1"]
     assert "±" not in report          # one seed: values, not a std of 0.00
+    # seed-aware significance: with one seed the report says no claim about training variance can be made
+    assert "seed-aware paired bootstrap" in report and "one seed: no claim about training variance" in report
+    assert "compare_bleu" in res["results"]["summary"]["systems"]["inxl"]["tests"]["test"]
     # Table 3's reference row: the position-only diagonal alignment of the same gold set
     dg = res["results"]["diagonal_alignment"]
     assert dg["sentences"] == 20 and 0 < dg["aer"] < 1

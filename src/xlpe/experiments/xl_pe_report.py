@@ -27,8 +27,9 @@ def _mean_std(xs: list[float]) -> tuple[float, float]:
 
 
 def _system_summary(cfg: XLConfig, runs: dict, name: str, base: str | None, refs: dict[str, list[str]]) -> dict:
-    """Mean ± std over seeds of one system; paired bootstrap (all seeds' outputs joined) against ``base``."""
-    from xlpe.evaluate.bleu import paired_bootstrap
+    """Mean ± std over seeds of one system, and its comparison with ``base`` that accounts for seeds
+    (:mod:`xlpe.evaluate.significance`: the seed-aware paired bootstrap and Welch's test across seeds)."""
+    from xlpe.evaluate.significance import compare_texts
 
     e = cfg.experiment
     rs = [runs[f"{name}/seed{s}"] for s in e.seeds if f"{name}/seed{s}" in runs]
@@ -37,19 +38,21 @@ def _system_summary(cfg: XLConfig, runs: dict, name: str, base: str | None, refs
     out: dict[str, Any] = {"seeds": len(rs), "params": rs[0]["params"], "pe": rs[0]["pe"],
                            "tokens_per_s": _mean_std([r["tokens_per_s"] for r in rs if r.get("tokens_per_s")])[0],
                            "updates": _mean_std([r["updates"] for r in rs])[0], "tests": {}}
+    base_rs = [runs[f"{base}/seed{s}"] for s in e.seeds if f"{base}/seed{s}" in runs] if base and base != name else []
     for test, ref in refs.items():
         bleu = [r["tests"][test]["bleu"] for r in rs]
         chrf = [r["tests"][test]["chrf"] for r in rs]
         t = {"bleu": _mean_std(bleu), "chrf": _mean_std(chrf), "bleu_per_seed": bleu}
-        base_rs = [runs.get(f"{base}/seed{s}") for s in e.seeds] if base and base != name else []
-        pairs = [(r, b) for r, b in zip([runs.get(f"{name}/seed{s}") for s in e.seeds], base_rs) if r and b]
-        if pairs:
-            hyp = [h for r, _ in pairs for h in read_text(r["tests"][test]["hyp"])]
-            bhyp = [h for _, b in pairs for h in read_text(b["tests"][test]["hyp"])]
-            comps, _ = paired_bootstrap([("base", bhyp), ("sys", hyp)], ref * len(pairs),
-                                        n_samples=e.bootstrap_samples, seed=12345)
-            t["p_bleu"] = comps[1].p_values["BLEU"]
-            t["p_chrf"] = comps[1].p_values.get("chrF2")
+        if base_rs:
+            same_seeds = [r["seed"] for r in rs] == [b["seed"] for b in base_rs]
+            for metric in ("bleu", "chrf"):
+                c = compare_texts(metric, [read_text(b["tests"][test]["hyp"]) for b in base_rs],
+                                  [read_text(r["tests"][test]["hyp"]) for r in rs], ref,
+                                  resamples=e.bootstrap_samples, seed=12345, paired_seeds=same_seeds)
+                t[f"compare_{metric}"] = c.to_dict()
+                t[f"verdict_{metric}"] = c.verdict()
+            t["p_bleu"] = t["compare_bleu"]["p_bootstrap"]
+            t["p_bleu_seeds"] = t["compare_bleu"]["p_seeds"]
         out["tests"][test] = t
     al = [r["attention_alignment"] for r in rs if "attention_alignment" in r]
     if al:
@@ -105,8 +108,11 @@ def render_report(cfg: XLConfig, results: dict, tables: set[str]) -> str:
          f"- XL indices for training: {e.xl_train_source}; at test time: BTG preorderer on the source alone; "
          f"the preorderer works on {results['preorder'].get('level', 'word')}s"
          + (" (its τ values below are over subwords)" if results['preorder'].get('level') == "subword" else ""),
-         f"- significance: paired bootstrap ({e.bootstrap_samples} samples) of the outputs of all seeds joined, "
-         "against the baseline"]
+         f"- significance against the baseline (xlpe.evaluate.significance): a seed-aware paired bootstrap "
+         f"({e.bootstrap_samples} resamples of the test sentences, every seed's outputs kept together, seed "
+         "means compared; one-sided p that the system is not better) and Welch's t-test over the per-seed "
+         "scores (paired when both have the same seeds); a difference is called significant only when both "
+         "are below 0.05, and with one seed no claim about training variance is made"]
     if not e.chosen_on:
         L += ["- choices: the config records no `experiment.chosen_on`, so this report cannot say which data its "
               "settings were tuned on"]
@@ -118,7 +124,8 @@ def render_report(cfg: XLConfig, results: dict, tables: set[str]) -> str:
 
     def table(title, rows, base_label):
         nonlocal L
-        L += ["", f"## {title}", "", "| system | params | " + " | ".join(f"{TEST_LABELS.get(t, t)} BLEU | p vs {base_label}" for t in tests)
+        L += ["", f"## {title}", "", "| system | params | "
+              + " | ".join(f"{TEST_LABELS.get(t, t)} BLEU | p vs {base_label} (bootstrap / seeds)" for t in tests)
               + " | chrF | tok/s vs baseline |", "|---|---|" + "---|---|" * len(tests) + "---|---|"]
         for label, n in rows:
             v = systems.get(n)
@@ -127,8 +134,11 @@ def render_report(cfg: XLConfig, results: dict, tables: set[str]) -> str:
             cells = []
             for t in tests:
                 tt = v["tests"][t]
-                p = tt.get("p_bleu")
-                cells += [_fmt(tt["bleu"], v["seeds"]), "—" if p is None else f"{p:.4f}"]
+                p, ps = tt.get("p_bleu"), tt.get("p_bleu_seeds")
+                sig = "—" if p is None else f"{p:.3f} / " + ("n/a (1 seed)" if ps is None else f"{ps:.3f}")
+                if p is not None and p < 0.05 and ps is not None and ps < 0.05:
+                    sig = f"**{sig}**"
+                cells += [_fmt(tt["bleu"], v["seeds"]), sig]
             sp = v.get("speed_vs_baseline")
             speed = "—" if sp is None else f"{sp:.2f}×"
             lo_hi = v.get("speed_vs_baseline_range")
@@ -136,6 +146,11 @@ def render_report(cfg: XLConfig, results: dict, tables: set[str]) -> str:
                 speed += f" ({lo_hi[0]:.2f}–{lo_hi[1]:.2f})"
             L.append(f"| {label} | {v['params']:,} | " + " | ".join(cells) +
                      f" | {_fmt(v['tests'][tests[0]]['chrf'], v['seeds'])} | {speed} |")
+        verdicts = [(label, t, v["tests"][t]["verdict_bleu"]) for label, n in rows if (v := systems.get(n))
+                    for t in tests if "verdict_bleu" in v["tests"][t]]
+        if verdicts:
+            L += ["", "Claims (bold above = both tests below 0.05):"]
+            L += [f"- {label} vs {base_label}, {t}: {verdict}" for label, t, verdict in verdicts]
         c = results.get("cost")
         if c and base_label == "baseline":
             L += ["", f"tok/s vs baseline: measured apart, in {c['rounds']} interleaved rounds after a warm-up "

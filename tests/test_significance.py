@@ -1,0 +1,104 @@
+"""Seed-aware significance (xlpe.evaluate.significance): seeds are not extra sentences."""
+
+import numpy as np
+import pytest
+
+from xlpe.errors import ConfigError
+from xlpe.evaluate.significance import (aer_score, aer_stats, compare, compare_texts, paired_t, t_two_sided_p,
+                                        tau_score, tau_stats, text_stats, welch)
+
+WORDS = "the a cat dog sat ran on under mat rug big small red blue house tree".split()
+
+
+def corpus(n=60, seed=0):
+    rng = np.random.default_rng(seed)
+    return [" ".join(rng.choice(WORDS, int(rng.integers(4, 9)))) for _ in range(n)]
+
+
+def degrade(refs, rate, seed):
+    """Each reference with about ``rate`` of its words replaced by a wrong one."""
+    rng = np.random.default_rng(seed)
+    return [" ".join(w if rng.random() > rate else "zzz" for w in r.split()) for r in refs]
+
+
+REFS = corpus()
+
+
+def test_student_t_against_table_values():
+    assert t_two_sided_p(2.776, 4) == pytest.approx(0.05, abs=2e-4)
+    assert t_two_sided_p(2.228, 10) == pytest.approx(0.05, abs=2e-4)
+    assert t_two_sided_p(0.0, 7) == pytest.approx(1.0)
+
+
+def test_welch_and_paired_t_on_a_textbook_example():
+    # Welch's t-test, example 1 of the Wikipedia article: t = -2.46, df = 24.99, p = 0.021
+    a = [27.5, 21.0, 19.0, 23.6, 17.0, 17.9, 16.9, 20.1, 21.9, 22.6, 23.1, 19.6, 19.0, 21.7, 21.4]
+    b = [27.1, 22.0, 20.8, 23.4, 23.4, 23.5, 25.8, 22.0, 24.8, 20.2, 21.9, 22.1, 22.9, 20.5, 24.4]
+    t, df, p = welch(a, b)
+    assert (round(t, 3), round(df, 2), round(p, 4)) == (-2.455, 24.99, 0.0214)
+    t, df, p = paired_t(a, b)
+    assert (round(t, 3), df, round(p, 4)) == (-2.686, 14.0, 0.0177)
+    scipy = pytest.importorskip("scipy.stats")
+    assert p == pytest.approx(scipy.ttest_rel(a, b).pvalue, rel=1e-9)
+
+
+def test_statistics_give_sacrebleus_own_corpus_scores():
+    import sacrebleu
+    hyps = degrade(REFS, 0.3, 1)
+    for name, ref_score in (("bleu", sacrebleu.corpus_bleu(hyps, [REFS]).score),
+                            ("chrf", sacrebleu.corpus_chrf(hyps, [REFS]).score)):
+        stats, score = text_stats(name, hyps, REFS)
+        assert stats.shape[0] == len(REFS) and score(stats.sum(0)) == pytest.approx(ref_score, abs=1e-9)
+
+
+def test_aer_and_tau_statistics_equal_the_corpus_scores():
+    from xlpe.evaluate.aer import corpus_aer
+    from xlpe.evaluate.reorder_metrics import corpus_reorder_scores
+    from xlpe.io.alignments import Alignment
+    gold = [Alignment({(0, 0), (1, 1)}, {(1, 2)}), Alignment({(0, 1)}), Alignment({(2, 2), (1, 0)})]
+    hyp = [Alignment({(0, 0), (1, 2)}), Alignment({(0, 0)}), Alignment({(2, 2), (1, 0), (0, 1)})]
+    assert aer_score(aer_stats(hyp, gold).sum(0)) == pytest.approx(corpus_aer(hyp, gold).aer)
+    orders, ranks = [[1, 0, 2], [0, 1, 2, 3], [3, 2, 1, 0]], [[0, 1, 2], [0, 0, 1, 2], [0, 1, 2, 3]]
+    assert tau_score(tau_stats(orders, ranks).sum(0)) == pytest.approx(corpus_reorder_scores(orders, ranks)["tau"])
+
+
+def test_copying_seeds_changes_nothing():
+    base = [degrade(REFS, 0.3, 1)]
+    system = [degrade(REFS, 0.25, 2)]
+    one = compare_texts("bleu", base, system, REFS, resamples=300, seed=5)
+    three = compare_texts("bleu", base * 3, system * 3, REFS, resamples=300, seed=5)
+    assert three.p_bootstrap == pytest.approx(one.p_bootstrap) and three.delta == pytest.approx(one.delta)
+    assert one.p_seeds is None and "one seed" in one.verdict()
+    # copies have no variance across seeds: Welch's test degenerates (p 0 for any difference), which is why
+    # the bootstrap above, not copies, decides; reports need real seeds for the second test
+    assert three.seed_test == "welch" and three.p_seeds == (1.0 if three.delta == 0 else 0.0)
+
+
+def test_identical_systems_give_p_one():
+    seeds = [degrade(REFS, 0.3, s) for s in (1, 2, 3)]
+    c = compare_texts("bleu", seeds, seeds, REFS, resamples=200, seed=1, paired_seeds=True)
+    assert c.p_bootstrap == 1.0 and c.delta == 0 and c.p_seeds == 1.0
+    assert c.verdict().startswith("not significant")
+
+
+def test_a_system_better_on_every_sentence_and_seed_is_significant():
+    base = [degrade(REFS, 0.5, s) for s in (1, 2, 3)]
+    system = [degrade(REFS, 0.05, s) for s in (4, 5, 6)]
+    c = compare_texts("bleu", base, system, REFS, resamples=500, seed=3)
+    assert c.delta > 0 and c.p_bootstrap < 0.01 and c.p_seeds < 0.01 and c.ci95[0] > 0
+    assert c.verdict().startswith("significant")
+    worse = compare_texts("chrf", system, base, REFS, resamples=500, seed=3)       # the other way round
+    assert worse.delta < 0 and worse.p_bootstrap > 0.99
+
+
+def test_lower_is_better_metrics_and_bad_input():
+    from xlpe.io.alignments import Alignment
+    gold = [Alignment({(0, 0), (1, 1)})] * 30
+    good = [aer_stats([Alignment({(0, 0), (1, 1)})] * 30, gold)] * 2
+    bad = [aer_stats([Alignment({(0, 1)})] * 30, gold)] * 2
+    c = compare("AER", bad, good, aer_score, higher_is_better=False, resamples=100)
+    assert c.delta > 0 and c.p_bootstrap < 0.02                                      # lower AER = better
+    with pytest.raises(ConfigError, match="same sentences"):
+        compare("AER", [good[0][:10]], good, aer_score)
+    with pytest.raises(ConfigError, match="at least one seed"):
+        compare("AER", [], good, aer_score)
