@@ -63,6 +63,8 @@ def test_recipe_produces_every_table_and_reruns_from_cache(tmp_path, capsys):
     # seed-aware significance: with one seed the report says no claim about training variance can be made
     assert "seed-aware paired bootstrap" in report and "one seed: no claim about training variance" in report
     assert "compare_bleu" in res["results"]["summary"]["systems"]["inxl"]["tests"]["test"]
+    assert res["results"]["summary"]["systems"]["headxl"]["alignment"]["compare"]["metric"] == "AER"
+    assert "AER claims" in report
     # Table 3's reference row: the position-only diagonal alignment of the same gold set
     dg = res["results"]["diagonal_alignment"]
     assert dg["sentences"] == 20 and 0 < dg["aer"] < 1

@@ -97,15 +97,17 @@ def run_system(run_dir: Path, *, pe: list[str], pe_options: dict, encoder_free: 
                         attention_layer, mcfg.dec_layers)
             attention_layer = -1
 
-        def score(g: dict) -> dict:
+        def score(g: dict, name: str) -> dict:
+            from xlpe.io.alignments import write_alignments
             hyp_al = align_from_model(ckpt, read_text(g["src"]), read_text(g["tgt"]), layer=attention_layer,
                                       merge=attention_merge, channels=_only(g["channels"], reads), device="cpu")
+            write_alignments(run_dir / f"{name}.align", hyp_al, 0)          # kept for seed-aware AER tests
             sc = corpus_aer(hyp_al, g["alignments"])
             return {"aer": sc.aer, "precision": sc.precision, "recall": sc.recall, "layer": attention_layer,
-                    "merge": attention_merge, "sentences": sc.sentences}
-        out["attention_alignment"] = score(gold)
+                    "merge": attention_merge, "sentences": sc.sentences, "file": str(run_dir / f"{name}.align")}
+        out["attention_alignment"] = score(gold, "gold")
         if more_gold:
-            out["attention_alignment_more"] = {k: score(g) for k, g in more_gold.items()}
+            out["attention_alignment_more"] = {k: score(g, k) for k, g in more_gold.items()}
     return out
 
 

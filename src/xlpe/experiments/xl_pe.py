@@ -329,7 +329,8 @@ def run_experiment(cfg: XLConfig, out: str | os.PathLike, only: list[str] | None
             d, systems, model=cfg.model, train_opts=cfg.train, spm=spm, train_src=p["train_src"],
             train_tgt=p["train_tgt"], train_channels=train_channels, threads=e.threads, rounds=e.cost_rounds,
             updates=e.cost_updates, seed=e.base_seed))
-    results["summary"] = summarise(cfg, results, tables, tests, _default_tau(cfg))
+    results["summary"] = summarise(cfg, results, tables, tests, _default_tau(cfg),
+                                   gold["alignments"] if gold is not None else None)
     if results["summary"]["fig4"]:
         from xlpe.io.orders import read_orders
         from xlpe.reorder.noise import noise_stats

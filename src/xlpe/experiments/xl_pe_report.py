@@ -26,7 +26,8 @@ def _mean_std(xs: list[float]) -> tuple[float, float]:
     return statistics.fmean(xs), (statistics.stdev(xs) if len(xs) > 1 else 0.0)
 
 
-def _system_summary(cfg: XLConfig, runs: dict, name: str, base: str | None, refs: dict[str, list[str]]) -> dict:
+def _system_summary(cfg: XLConfig, runs: dict, name: str, base: str | None, refs: dict[str, list[str]],
+                    gold: list | None = None) -> dict:
     """Mean ± std over seeds of one system, and its comparison with ``base`` that accounts for seeds
     (:mod:`xlpe.evaluate.significance`: the seed-aware paired bootstrap and Welch's test across seeds)."""
     from xlpe.evaluate.significance import compare_texts
@@ -57,13 +58,25 @@ def _system_summary(cfg: XLConfig, runs: dict, name: str, base: str | None, refs
     al = [r["attention_alignment"] for r in rs if "attention_alignment" in r]
     if al:
         out["alignment"] = {k: _mean_std([a[k] for a in al]) for k in ("aer", "precision", "recall")}
+        base_al = [b["attention_alignment"] for b in base_rs if "attention_alignment" in b]
+        if gold is not None and base_al and all("file" in a for a in al + base_al):
+            from xlpe.evaluate.significance import aer_score, aer_stats, compare
+            from xlpe.io.alignments import read_alignments
+            stats = [[aer_stats(list(read_alignments(a["file"], 0, check_base=False)), gold) for a in group]
+                     for group in (base_al, al)]
+            c = compare("AER", stats[0], stats[1], aer_score, higher_is_better=False,
+                        resamples=e.bootstrap_samples, seed=12345,
+                        paired_seeds=[r["seed"] for r in rs] == [b["seed"] for b in base_rs])
+            out["alignment"]["compare"] = c.to_dict()
+            out["alignment"]["verdict"] = c.verdict()
     more = [r["attention_alignment_more"]["all-gold"] for r in rs if "all-gold" in r.get("attention_alignment_more", {})]
     if more:
         out["alignment_all_gold"] = {k: _mean_std([a[k] for a in more]) for k in ("aer", "precision", "recall")}
     return out
 
 
-def summarise(cfg: XLConfig, results: dict, tables: set[str], tests: dict, tau0: int) -> dict:
+def summarise(cfg: XLConfig, results: dict, tables: set[str], tests: dict, tau0: int,
+              gold: list | None = None) -> dict:
     """Every system's summary over seeds, and the points of Figures 3 and 4 (``tau0``: Table 1's HeadXL τ)."""
     e, runs = cfg.experiment, results["runs"]
     refs = {k: read_text(v[1]) for k, v in tests.items()}
@@ -73,7 +86,7 @@ def summarise(cfg: XLConfig, results: dict, tables: set[str], tests: dict, tau0:
         base = "ef-none" if n.startswith("ef-") else "baseline"
         if n.startswith("ef-") and "ef-ape" in names:
             base = "ef-ape"
-        s["systems"][n] = _system_summary(cfg, runs, n, base, refs)
+        s["systems"][n] = _system_summary(cfg, runs, n, base, refs, gold)
     cost = results.get("cost", {}).get("systems", {})
     base_tps = s["systems"].get("baseline", {}).get("tokens_per_s")
     for n, v in s["systems"].items():
@@ -201,6 +214,9 @@ def render_report(cfg: XLConfig, results: dict, tables: set[str]) -> str:
             if dg:
                 L.append(f"| reference: diagonal (position only, no model) | {100 * dg['aer']:.2f} | "
                          f"{100 * dg['precision']:.2f} | {100 * dg['recall']:.2f} |")
+            claims = [f"- {n} vs baseline: {a['verdict']}" for n, a in rows if a and "verdict" in a]
+            if claims:
+                L += ["", "AER claims (seed-aware bootstrap over gold sentences; Welch over seeds):"] + claims
     if "table4" in tables and e.encoder_free:
         table("Table 4: encoder-free model (RPE is not defined without an encoder, SPEC §4.7)",
               [(f"encoder-free {n}", f"ef-{n}") for n in e.encoder_free], "no PE / APE")
