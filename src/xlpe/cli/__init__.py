@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "subword": ("xlpe.cli.subword", "sentencepiece subwords: train | encode | decode (with word maps)"),
     "align": ("xlpe.cli.align", "statistical word alignment with eflomal (+ symmetrisation)"),
     "aer": ("xlpe.cli.aer", "alignment error rate, precision and recall against a gold file"),
+    "parse": ("xlpe.cli.parse", "dependency trees of tokenised text with spaCy (tokens kept) -> CoNLL-U; UAS/LAS"),
     "orders": ("xlpe.cli.orders", "alignments -> oracle ranks, permutations, pos_XL, DPE targets"),
     "preorder": ("xlpe.cli.preorder", "BTG preorderer: train | apply (lader formats)"),
     "train": ("xlpe.cli.train", "NMT training (single process, or torchrun for DDP)"),
