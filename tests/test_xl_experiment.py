@@ -179,7 +179,7 @@ def test_training_pairs_sharing_either_side_with_the_gold_set_are_removed(tmp_pa
 
 
 def test_report_cells_show_a_spread_only_over_several_seeds():
-    from xlpe.experiments.xl_pe_report import _fmt
+    from xlpe.experiments.summary import fmt as _fmt
     assert _fmt((0.7057, 0.0), 1, 100) == "70.57"
     assert _fmt((30.03, 0.92), 3) == "30.03 ± 0.92"
 

@@ -4,12 +4,12 @@ Tables 1, 3, 4 and Figures 3, 4, and their plots."""
 from __future__ import annotations
 
 import os
-import statistics
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from xlpe.experiments.stages import read_text
+from xlpe.experiments.summary import fmt, system_summary
 from xlpe.experiments.systems import LABELS
 from xlpe.runtime import versions
 
@@ -18,61 +18,6 @@ TEST_LABELS = {"all-gold": "all gold (incl. dev part)"}
 
 if TYPE_CHECKING:  # pragma: no cover
     from xlpe.experiments.xl_pe import XLConfig
-
-
-def _mean_std(xs: list[float]) -> tuple[float, float]:
-    if not xs:
-        return float("nan"), float("nan")
-    return statistics.fmean(xs), (statistics.stdev(xs) if len(xs) > 1 else 0.0)
-
-
-def _system_summary(cfg: XLConfig, runs: dict, name: str, base: str | None, refs: dict[str, list[str]],
-                    gold: list | None = None) -> dict:
-    """Mean ± std over seeds of one system, and its comparison with ``base`` that accounts for seeds
-    (:mod:`xlpe.evaluate.significance`: the seed-aware paired bootstrap and Welch's test across seeds)."""
-    from xlpe.evaluate.significance import compare_texts
-
-    e = cfg.experiment
-    rs = [runs[f"{name}/seed{s}"] for s in e.seeds if f"{name}/seed{s}" in runs]
-    if not rs:
-        return {}
-    out: dict[str, Any] = {"seeds": len(rs), "params": rs[0]["params"], "pe": rs[0]["pe"],
-                           "tokens_per_s": _mean_std([r["tokens_per_s"] for r in rs if r.get("tokens_per_s")])[0],
-                           "updates": _mean_std([r["updates"] for r in rs])[0], "tests": {}}
-    base_rs = [runs[f"{base}/seed{s}"] for s in e.seeds if f"{base}/seed{s}" in runs] if base and base != name else []
-    for test, ref in refs.items():
-        bleu = [r["tests"][test]["bleu"] for r in rs]
-        chrf = [r["tests"][test]["chrf"] for r in rs]
-        t = {"bleu": _mean_std(bleu), "chrf": _mean_std(chrf), "bleu_per_seed": bleu}
-        if base_rs:
-            same_seeds = [r["seed"] for r in rs] == [b["seed"] for b in base_rs]
-            for metric in ("bleu", "chrf"):
-                c = compare_texts(metric, [read_text(b["tests"][test]["hyp"]) for b in base_rs],
-                                  [read_text(r["tests"][test]["hyp"]) for r in rs], ref,
-                                  resamples=e.bootstrap_samples, seed=12345, paired_seeds=same_seeds)
-                t[f"compare_{metric}"] = c.to_dict()
-                t[f"verdict_{metric}"] = c.verdict()
-            t["p_bleu"] = t["compare_bleu"]["p_bootstrap"]
-            t["p_bleu_seeds"] = t["compare_bleu"]["p_seeds"]
-        out["tests"][test] = t
-    al = [r["attention_alignment"] for r in rs if "attention_alignment" in r]
-    if al:
-        out["alignment"] = {k: _mean_std([a[k] for a in al]) for k in ("aer", "precision", "recall")}
-        base_al = [b["attention_alignment"] for b in base_rs if "attention_alignment" in b]
-        if gold is not None and base_al and all("file" in a for a in al + base_al):
-            from xlpe.evaluate.significance import aer_score, aer_stats, compare
-            from xlpe.io.alignments import read_alignments
-            stats = [[aer_stats(list(read_alignments(a["file"], 0, check_base=False)), gold) for a in group]
-                     for group in (base_al, al)]
-            c = compare("AER", stats[0], stats[1], aer_score, higher_is_better=False,
-                        resamples=e.bootstrap_samples, seed=12345,
-                        paired_seeds=[r["seed"] for r in rs] == [b["seed"] for b in base_rs])
-            out["alignment"]["compare"] = c.to_dict()
-            out["alignment"]["verdict"] = c.verdict()
-    more = [r["attention_alignment_more"]["all-gold"] for r in rs if "all-gold" in r.get("attention_alignment_more", {})]
-    if more:
-        out["alignment_all_gold"] = {k: _mean_std([a[k] for a in more]) for k in ("aer", "precision", "recall")}
-    return out
 
 
 def summarise(cfg: XLConfig, results: dict, tables: set[str], tests: dict, tau0: int,
@@ -86,7 +31,8 @@ def summarise(cfg: XLConfig, results: dict, tables: set[str], tests: dict, tau0:
         base = "ef-none" if n.startswith("ef-") else "baseline"
         if n.startswith("ef-") and "ef-ape" in names:
             base = "ef-ape"
-        s["systems"][n] = _system_summary(cfg, runs, n, base, refs, gold)
+        s["systems"][n] = system_summary(runs, n, base, refs, seeds=cfg.experiment.seeds,
+                                         resamples=cfg.experiment.bootstrap_samples, gold=gold)
     cost = results.get("cost", {}).get("systems", {})
     base_tps = s["systems"].get("baseline", {}).get("tokens_per_s")
     for n, v in s["systems"].items():
@@ -101,12 +47,6 @@ def summarise(cfg: XLConfig, results: dict, tables: set[str], tests: dict, tau0:
     s["fig4"] = ([(0.0, e.noise_system)] + [(r, f"{e.noise_system}-noise{r:g}") for r in e.noise if r > 0]
                  if "fig4" in tables and e.noise else [])
     return s
-
-
-def _fmt(ms: tuple[float, float], seeds: int, scale: float = 1.0, digits: int = 2) -> str:
-    """``mean ± std``; the value alone for one seed (a std of one run is no spread)."""
-    m, sd = ms
-    return f"{scale * m:.{digits}f}" + (f" ± {scale * sd:.{digits}f}" if seeds > 1 else "")
 
 
 def render_report(cfg: XLConfig, results: dict, tables: set[str]) -> str:
@@ -151,14 +91,14 @@ def render_report(cfg: XLConfig, results: dict, tables: set[str]) -> str:
                 sig = "—" if p is None else f"{p:.3f} / " + ("n/a (1 seed)" if ps is None else f"{ps:.3f}")
                 if p is not None and p < 0.05 and ps is not None and ps < 0.05:
                     sig = f"**{sig}**"
-                cells += [_fmt(tt["bleu"], v["seeds"]), sig]
+                cells += [fmt(tt["bleu"], v["seeds"]), sig]
             sp = v.get("speed_vs_baseline")
             speed = "—" if sp is None else f"{sp:.2f}×"
             lo_hi = v.get("speed_vs_baseline_range")
             if lo_hi and n != "baseline":
                 speed += f" ({lo_hi[0]:.2f}–{lo_hi[1]:.2f})"
             L.append(f"| {label} | {v['params']:,} | " + " | ".join(cells) +
-                     f" | {_fmt(v['tests'][tests[0]]['chrf'], v['seeds'])} | {speed} |")
+                     f" | {fmt(v['tests'][tests[0]]['chrf'], v['seeds'])} | {speed} |")
         verdicts = [(label, t, v["tests"][t]["verdict_bleu"]) for label, n in rows if (v := systems.get(n))
                     for t in tests if "verdict_bleu" in v["tests"][t]]
         if verdicts:
@@ -190,7 +130,7 @@ def render_report(cfg: XLConfig, results: dict, tables: set[str]) -> str:
         for t, n in s["fig3"]:
             v = systems.get(n)
             if v:
-                L.append(f"| {t} | " + " | ".join(_fmt(v["tests"][x]["bleu"], v["seeds"]) for x in tests) + " |")
+                L.append(f"| {t} | " + " | ".join(fmt(v["tests"][x]["bleu"], v["seeds"]) for x in tests) + " |")
     if "table3" in tables:
         split = results["data"].get("gold_split") or {}
         which = (f"gold sentences {split['reported'][0]}–{split['reported'][1]} (1–{split['dev'][1]} are the dev "
@@ -208,8 +148,8 @@ def render_report(cfg: XLConfig, results: dict, tables: set[str]) -> str:
             for n, a in rows:
                 if a:
                     k = systems[n]["seeds"]
-                    L.append(f"| {n} | {_fmt(a['aer'], k, 100)} | {_fmt(a['precision'], k, 100)} | "
-                             f"{_fmt(a['recall'], k, 100)} |")
+                    L.append(f"| {n} | {fmt(a['aer'], k, 100)} | {fmt(a['precision'], k, 100)} | "
+                             f"{fmt(a['recall'], k, 100)} |")
             dg = results.get(dg_key)
             if dg:
                 L.append(f"| reference: diagonal (position only, no model) | {100 * dg['aer']:.2f} | "
@@ -233,7 +173,7 @@ def render_report(cfg: XLConfig, results: dict, tables: set[str]) -> str:
             extra = (f" {ns['pairs_per_sentence']:.2f} | {100 * ns['indices_moved']:.1f} | "
                      f"{100 * ns['sentences_touched']:.1f} |" if ns else " – | – | – |")
             if v:
-                cells = " | ".join(_fmt(v["tests"][x]["bleu"], v["seeds"]) for x in tests)
+                cells = " | ".join(fmt(v["tests"][x]["bleu"], v["seeds"]) for x in tests)
                 L.append(f"| {r:g} | {cells} |" + extra)
     sig = next((r["tests"][tests[0]]["signature"] for r in results["runs"].values()), None) if tests else None
     if e.chosen_on:

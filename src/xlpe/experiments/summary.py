@@ -1,0 +1,69 @@
+"""What every recipe reports of its runs: a system's mean ± std over seeds and its comparisons with a baseline
+that account for seeds (BLEU and chrF per test set, AER on a gold set; :mod:`xlpe.evaluate.significance`)."""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from xlpe.experiments.stages import read_text
+
+
+def mean_std(xs: list[float]) -> tuple[float, float]:
+    if not xs:
+        return float("nan"), float("nan")
+    return statistics.fmean(xs), (statistics.stdev(xs) if len(xs) > 1 else 0.0)
+
+
+def system_summary(runs: dict, name: str, base: str | None, refs: dict[str, list[str]], *, seeds: list[int],
+                   resamples: int, gold: list | None = None) -> dict:
+    """Mean ± std over seeds of one system, and its comparison with ``base`` that accounts for seeds
+    (:mod:`xlpe.evaluate.significance`: the seed-aware paired bootstrap and Welch's test across seeds)."""
+    from xlpe.evaluate.significance import compare_texts
+
+    rs = [runs[f"{name}/seed{s}"] for s in seeds if f"{name}/seed{s}" in runs]
+    if not rs:
+        return {}
+    out: dict[str, Any] = {"seeds": len(rs), "params": rs[0]["params"], "pe": rs[0]["pe"],
+                           "tokens_per_s": mean_std([r["tokens_per_s"] for r in rs if r.get("tokens_per_s")])[0],
+                           "updates": mean_std([r["updates"] for r in rs])[0], "tests": {}}
+    base_rs = [runs[f"{base}/seed{s}"] for s in seeds if f"{base}/seed{s}" in runs] if base and base != name else []
+    for test, ref in refs.items():
+        bleu = [r["tests"][test]["bleu"] for r in rs]
+        chrf = [r["tests"][test]["chrf"] for r in rs]
+        t = {"bleu": mean_std(bleu), "chrf": mean_std(chrf), "bleu_per_seed": bleu}
+        if base_rs:
+            same_seeds = [r["seed"] for r in rs] == [b["seed"] for b in base_rs]
+            for metric in ("bleu", "chrf"):
+                c = compare_texts(metric, [read_text(b["tests"][test]["hyp"]) for b in base_rs],
+                                  [read_text(r["tests"][test]["hyp"]) for r in rs], ref,
+                                  resamples=resamples, seed=12345, paired_seeds=same_seeds)
+                t[f"compare_{metric}"] = c.to_dict()
+                t[f"verdict_{metric}"] = c.verdict()
+            t["p_bleu"] = t["compare_bleu"]["p_bootstrap"]
+            t["p_bleu_seeds"] = t["compare_bleu"]["p_seeds"]
+        out["tests"][test] = t
+    al = [r["attention_alignment"] for r in rs if "attention_alignment" in r]
+    if al:
+        out["alignment"] = {k: mean_std([a[k] for a in al]) for k in ("aer", "precision", "recall")}
+        base_al = [b["attention_alignment"] for b in base_rs if "attention_alignment" in b]
+        if gold is not None and base_al and all("file" in a for a in al + base_al):
+            from xlpe.evaluate.significance import aer_score, aer_stats, compare
+            from xlpe.io.alignments import read_alignments
+            stats = [[aer_stats(list(read_alignments(a["file"], 0, check_base=False)), gold) for a in group]
+                     for group in (base_al, al)]
+            c = compare("AER", stats[0], stats[1], aer_score, higher_is_better=False,
+                        resamples=resamples, seed=12345,
+                        paired_seeds=[r["seed"] for r in rs] == [b["seed"] for b in base_rs])
+            out["alignment"]["compare"] = c.to_dict()
+            out["alignment"]["verdict"] = c.verdict()
+    more = [r["attention_alignment_more"]["all-gold"] for r in rs if "all-gold" in r.get("attention_alignment_more", {})]
+    if more:
+        out["alignment_all_gold"] = {k: mean_std([a[k] for a in more]) for k in ("aer", "precision", "recall")}
+    return out
+
+
+def fmt(ms: tuple[float, float], seeds: int, scale: float = 1.0, digits: int = 2) -> str:
+    """``mean ± std``; the value alone for one seed (a std of one run is no spread)."""
+    m, sd = ms
+    return f"{scale * m:.{digits}f}" + (f" ± {scale * sd:.{digits}f}" if seeds > 1 else "")
