@@ -17,6 +17,8 @@ from xlpe.config import add_config_arguments
 RECIPES: dict[str, tuple[str, str]] = {
     "xl-pe": ("xlpe.experiments.xl_pe", "Ding et al. 2020: Tables 1, 3, 4 and Figures 3, 4 (XL PE, InXL, HeadXL, "
                                         "Combination)"),
+    "structural-pe": ("xlpe.experiments.structural_pe", "Wang et al. 2019: the structural PE ablation (Table 1), "
+                                                        "Table 2 analogue and the composition with XL PE"),
 }
 
 

@@ -57,6 +57,11 @@ class DataSpec:
     # gold set, and the test set when the test set is the gold set (0 = no split). The whole gold set stays a
     # second test set, marked as including the dev part (for comparison with the papers)
     gold_dev_lines: int = 0
+    # dependency trees of the sources (CoNLL-U, one tree per line), for structural PE; "" = parse them
+    # (built-in pairs: the generator's gold trees)
+    train_trees: str = ""
+    dev_trees: str = ""
+    test_trees: str = ""
     align_lowercase: bool = True           # lowercase for eflomal (the gold-AER protocol)
 
 
@@ -67,12 +72,12 @@ def synth_stage(out: Path, profile: str, seed: int, sizes: Sequence[int], force:
     from xlpe.data.synthetic import SyntheticConfig, synth
 
     scfg = SyntheticConfig(profile=profile, seed=seed)
-    params = {"synthetic": scfg.to_dict(), "sizes": list(sizes), "result": 2}   # result: its layout
+    params = {"synthetic": scfg.to_dict(), "sizes": list(sizes), "result": 3}   # result: its layout
 
     def fn(d: Path) -> dict:
         synth(d, scfg, sizes=dict(zip(SPLITS, sizes)))
         return {"paths": {f"{s}_{ext}": str(d / f"{s}.{ext}") for s in SPLITS
-                          for ext in ("src", "tgt", "align", "order")}}
+                          for ext in ("src", "tgt", "align", "order", "conllu")}}
     return run_stage(out, "synth", params, fn, force)
 
 
@@ -82,7 +87,8 @@ def data_stage(out: Path, d: DataSpec, seed: int = 1) -> dict:
     if d.builtin:            # the generator's gold alignments of the test set are the gold set
         p = synth_stage(out, d.builtin, seed, d.builtin_sizes)["paths"]
         return {"paths": {**{k: v for k, v in p.items() if k.endswith(("_src", "_tgt"))}, "gold_src": p["test_src"],
-                          "gold_tgt": p["test_tgt"], "gold_align": p["test_align"]},
+                          "gold_tgt": p["test_tgt"], "gold_align": p["test_align"],
+                          **{f"{s}_trees": p[f"{s}_conllu"] for s in SPLITS}},
                 "gold_base": 0, "gold_reverse": False, "extra_tests": {}, "excluded": 0}
 
     inputs = [d.train_src, d.train_tgt] + [p for p in (d.gold_src, d.gold_tgt) if p]
@@ -92,7 +98,8 @@ def data_stage(out: Path, d: DataSpec, seed: int = 1) -> dict:
 
     def fn(sd: Path) -> dict:
         paths = {k: getattr(d, k) for k in ("train_src", "train_tgt", "dev_src", "dev_tgt", "test_src", "test_tgt",
-                                            "gold_src", "gold_tgt", "gold_align")}
+                                            "gold_src", "gold_tgt", "gold_align", "train_trees", "dev_trees",
+                                            "test_trees")}
         excluded = 0
         if d.exclude_gold and d.gold_src:
             # either side: Europarl repeats boilerplate ("Die Abstimmung findet morgen um 12.00 Uhr statt .")
@@ -113,6 +120,13 @@ def data_stage(out: Path, d: DataSpec, seed: int = 1) -> dict:
                     al = read_text(d.train_align)
                     with atomic_write(sd / "train.align") as f:
                         f.writelines(al[i] + "\n" for i in keep)
+                if d.train_trees:                 # the trees of the kept pairs only, so they stay line-aligned
+                    from xlpe.io.conllu import read_conllu, write_conllu
+                    trees = list(read_conllu(d.train_trees))
+                    if len(trees) != len(src):
+                        raise ConfigError(f"{d.train_trees} has {len(trees)} trees for {len(src)} training lines")
+                    write_conllu(sd / "train.conllu", (trees[i] for i in keep))
+                    paths["train_trees"] = str(sd / "train.conllu")
         log.info("data: %d training pairs removed because their source or target is a gold sentence", excluded)
         extra, split = dict(d.extra_tests), {}
         if d.gold_dev_lines:
@@ -282,3 +296,17 @@ def _subword_view(spm: str):
             projected.append(subword_alignment_from_word(a, e.word_of, list(range(m))))
         return pieces, projected
     return view
+
+
+def parse_stage(out: Path, splits: Mapping[str, str], *, model: str, processes: int = 1, force: bool = False) -> dict:
+    """Dependency trees of every split's source with a spaCy pipeline, tokens kept (``<split>.conllu``;
+    :func:`xlpe.syntax.parse.parse_file`)."""
+    params = {"files": file_sig(*splits.values()), "model": model}
+
+    def fn(d: Path) -> dict:
+        from xlpe.syntax.parse import parse_file
+        t0 = time.time()
+        n = {k: parse_file(v, d / f"{k}.conllu", model=model, processes=processes) for k, v in splits.items()}
+        return {"trees": {k: str(d / f"{k}.conllu") for k in splits}, "sentences": n,
+                "sent_per_s": round(sum(n.values()) / max(time.time() - t0, 1e-9), 1)}
+    return run_stage(out, "parse", params, fn, force)

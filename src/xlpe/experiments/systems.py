@@ -19,11 +19,31 @@ SYSTEMS: dict[str, list[str]] = {
     "headxl": ["ape", "headxl"],
     "combination": ["ape", "combination"],
     "struct": ["ape", "struct_abs", "struct_rel"],             # Wang et al. Table 1 "+abs-stru +rel-stru"
+    # Wang et al. Table 1, the structural ablation (``xlpe experiment structural-pe``)
+    "abs-stru": ["struct_abs"],
+    "rel-stru": ["struct_rel"],
+    "abs-seq": ["ape"],
+    "abs-seq+abs-stru": ["ape", "struct_abs"],
+    "abs-seq+both-stru": ["ape", "struct_abs", "struct_rel"],
+    "rel-seq": ["ape", "rpe"],
+    "rel-seq+abs-stru": ["ape", "rpe", "struct_abs"],
+    "rel-seq+both-stru": ["ape", "rpe", "struct_abs", "struct_rel"],
+    # structural PE composed with XL PE (in none of the papers)
+    "headxl+both-stru": ["ape", "headxl", "struct_abs", "struct_rel"],
+    "combination+both-stru": ["ape", "combination", "struct_abs", "struct_rel"],
+    "inxl+both-stru": ["inxl", "struct_abs", "struct_rel"],
 }
 
 LABELS: dict[str, str] = {"none": "no PE", "baseline": "baseline (APE)", "ape": "APE", "rpe": "+RPE",
                           "xl": "XL PE only", "inxl": "+InXL", "headxl": "+HeadXL", "combination": "+Combination",
-                          "struct": "+Struct PE (abs + rel)"}
+                          "struct": "+Struct PE (abs + rel)", "abs-stru": "abs-stru only", "rel-stru": "rel-stru only",
+                          "abs-seq": "abs-seq (baseline)", "abs-seq+abs-stru": "abs-seq +abs-stru",
+                          "abs-seq+both-stru": "abs-seq +abs-stru +rel-stru", "rel-seq": "abs+rel-seq",
+                          "rel-seq+abs-stru": "abs+rel-seq +abs-stru",
+                          "rel-seq+both-stru": "abs+rel-seq +abs-stru +rel-stru",
+                          "headxl+both-stru": "+HeadXL +abs-stru +rel-stru",
+                          "combination+both-stru": "+Combination +abs-stru +rel-stru",
+                          "inxl+both-stru": "+InXL +abs-stru +rel-stru"}
 
 #: systems defined for the encoder-free model (no relative terms without encoder self-attention, SPEC §4.7)
 ENCODER_FREE = ("none", "ape", "xl", "inxl", "headxl", "combination")

@@ -1,52 +1,8 @@
-"""A BTG preorderer after Neubig, Watanabe & Mori (EMNLP 2012) and their ``lader`` tool (SPEC §5).
+"""A lader-style BTG preorderer (Neubig, Watanabe & Mori, EMNLP 2012; SPEC §5): train it on oracle ranks, predict
+lader ``order`` / ``string`` lines, save and load it.
 
-The model is a discriminative bracketing-transduction-grammar parser over the source sentence. A
-derivation is a binary tree whose nodes are *straight* (``S``: left child then right child) or
-*inverted* (``I``: right child then left child) and whose leaves are *forward terminals* (``F``: a span
-of at most ``max_term`` words kept in order) or, optionally, *backward terminals* (``B``: the span
-reversed). Its yield is the reordered sentence (SPEC §5.1). The score is linear, ``Σ_edges w·φ(edge)``.
-
-How this implementation is organised (SPEC §5.6; configuration and templates in ``btg_config.py``, features in
-``btg_features.py``, scores, losses and CKY in ``btg_cky.py``, the model and its training here):
-
-* **Features** — lader's template language ``NAME%item%…%ET`` (SPEC §5.1) over one or more factor columns
-  (``word|class|pos`` tokens; factor 0 gets :data:`DEFAULT_TEMPLATES`, the others
-  :data:`FACTOR_TEMPLATES`, as in lader's ``example/train-model.sh``). Every feature is hashed into a
-  fixed-size weight vector (``2**hash_bits``). Each supported template depends on the edge only through
-  its span ``(l, r)``, only through the split point ``c`` or only through the shape ``(length, left
-  length)``, so an edge score decomposes as ``span[l, r, type] + split[c, type] + shape[L, a, type]``.
-  The index arrays of the three tables are computed once per sentence with vectorised 64-bit hashing and
-  cached; scoring a sentence is a handful of numpy gathers.
-* **Inference** — CKY over spans, one numpy step per span *length* that scores all
-  (span, split, S/I, left hypothesis, right hypothesis) combinations at once. Prediction keeps the single
-  best hypothesis per span, which is exact because model scores do not depend on the order inside a
-  child. Loss-augmented search keeps up to ``beam`` hypotheses per span, recombined on the ranks of
-  their first and last output words (all the chunk loss can see).
-* **Losses** (SPEC §5.3), factored over hyperedges exactly as lader: chunk (junction of the two children
-  in output order, words inside a terminal, two root boundaries) and Kendall τ (pairs first separated at
-  a node). Their sum over a derivation equals :func:`xlpe.evaluate.reorder_metrics.chunk_loss` /
-  ``tau_loss`` of its order (tested).
-* **Training** (SPEC §5.4) — online, shuffled with a seed. Per sentence: the *model* derivation is the
-  loss-augmented argmax (score + loss), the *oracle* the best-scoring among minimum-loss derivations
-  (score − 1e6·loss, a latent derivation); when their losses differ, Pegasos (default; ``λ = cost =
-  1e-3``, ``η = 1/(λt)``, projection onto ``‖w‖² ≤ 1/λ``, scaled-vector form as in lader) or the
-  perceptron moves ``w`` towards ``φ(oracle) − φ(model)``. Sentences longer than ``max_len`` (40) are
-  skipped and counted; training stops early when an iteration's model loss equals its oracle loss.
-
-Options beyond lader (all off by default): ``average`` (predict with the mean of all iterates: the averaged
-perceptron, or averaged Pegasos), ``loss_augmented=False`` (plain structured perceptron updates) and the
-template item ``SP`` (punctuation count inside the span, e.g. ``"P%SP%ET"``).
-
-Measurements (quality and speed on Europarl De→En, ``benchmarks/bench_btg.py``): ``docs/results/reorder.md``.
-
-Verified against: the oracle reproduces random binarisable permutations exactly (loss 0); edge-factored
-losses equal the sentence-level lader losses on random derivations; a toy SVO→SOV corpus is learnt;
-saved/loaded models and 1 vs 2 processes give identical orders (``tests/test_btg.py``). Quality and speed
-on Europarl De→En are measured by ``benchmarks/bench_btg.py``.
-
-Outputs: lader ``order`` lines (space-separated 0-based original indices, ``reordered[k] = x[order[k]]``)
-and ``string`` lines (the reordered words); :func:`xlpe.reorder.oracle.invert_order` turns an order
-into ``pos_XL`` (SPEC §4.1).
+The model, its features, losses and search are described in ``docs/reorder.md``; the configuration and feature
+templates are in ``btg_config.py``, the features in ``btg_features.py``, scores, losses and CKY in ``btg_cky.py``.
 """
 
 from __future__ import annotations
@@ -62,34 +18,21 @@ from typing import Callable, Iterable, Literal, Sequence
 import numpy as np
 
 from xlpe.errors import ConfigError, FormatError
+from xlpe.io.orders import apply_order, format_order
 from xlpe.reorder.btg_config import (DEFAULT_TEMPLATES, FACTOR_TEMPLATES, FORMAT_VERSION, ORACLE_LOSS_WEIGHT,
                                      BTGConfig, parse_loss_profile)
 from xlpe.reorder.btg_features import Extractor, Features
 from xlpe.reorder.btg_cky import cky, Derivation, derivation_features, edge_scores, LossTables
 
 __all__ = ["BTGConfig", "BTGPreorderer", "Derivation", "DEFAULT_TEMPLATES", "FACTOR_TEMPLATES",
-           "format_order", "reorder_tokens", "parse_loss_profile"]
-
-
-# ------------------------------------------------------------------------------------------------
-# output helpers
-
-
-def format_order(order: Sequence[int]) -> str:
-    """lader ``order`` output: space-separated 0-based original indices."""
-    return " ".join(str(int(v)) for v in order)
-
-
-def reorder_tokens(tokens: Sequence[str], order: Sequence[int]) -> list[str]:
-    """``reordered[k] = tokens[order[k]]`` (lader ``string`` output)."""
-    return [tokens[k] for k in order]
+           "format_order", "parse_loss_profile"]
 
 
 # ------------------------------------------------------------------------------------------------
 # multiprocessing workers (module level so that they can be pickled)
 
 _WORKER: "BTGPreorderer | None" = None
-_EMPTY = np.zeros(0, dtype=np.int64)
+_NO_FEATURES = np.zeros(0, dtype=np.int64)
 
 
 def _worker_init(config: dict, w: np.ndarray) -> None:
@@ -109,7 +52,7 @@ def _worker_predict(sentence: Sequence[str]) -> list[int]:
 
 
 class BTGPreorderer:
-    """A lader-style BTG preorderer (SPEC §5). See the module docstring for the method.
+    """A lader-style BTG preorderer (SPEC §5; the method is described in ``docs/reorder.md``).
 
     Example::
 
@@ -214,14 +157,14 @@ class BTGPreorderer:
         return self._ext.extract(self._check_sentence(sentence))
 
     def derive(self, sentence: Sequence[str], ranks: Sequence[int] | None = None, *,
-               loss_weight: float = 0.0, beam: int | None = None, feats: Features | None = None) -> Derivation:
+               loss_weight: float = 0.0, beam: int | None = None) -> Derivation:
         """The best derivation of ``score + loss_weight·loss`` (``loss_weight`` 0: prediction; 1: lader's
         loss-augmented model; −1e6: the oracle). ``ranks`` are needed when ``loss_weight`` is not 0."""
         sentence = self._check_sentence(sentence)
         n = len(sentence)
         if n == 0:
             return Derivation([], 0.0, 0.0, [])
-        f = feats if feats is not None else self._ext.extract(sentence)
+        f = self._ext.extract(sentence)
         sc = edge_scores(self._prediction_weights(), f, 1.0)
         losses = None
         if loss_weight != 0:
@@ -300,7 +243,7 @@ class BTGPreorderer:
         orders = self.predict_many(sentences, processes, progress=progress)
         if out_format == "order":
             return [format_order(o) for o in orders]
-        return [" ".join(reorder_tokens(self.words(s), o)) for s, o in zip(sentences, orders)]
+        return [" ".join(apply_order(self.words(s), o)) for s, o in zip(sentences, orders)]
 
     # -- training
 
@@ -385,7 +328,7 @@ class BTGPreorderer:
                                model.score + model.loss - oracle.score - oracle.loss)
                     updates += 1
                 else:  # lader: a Pegasos step with an empty vector still shrinks w; averaging counts it
-                    self._step(_EMPTY, _EMPTY)
+                    self._step(_NO_FEATURES, _NO_FEATURES)
             st = {"iteration": len(self.history) + 1, "model_loss": model_loss, "oracle_loss": oracle_loss,
                   "updates": updates, "sentences": len(data), "skipped": skipped,
                   "seconds": time.perf_counter() - t0}

@@ -45,7 +45,7 @@ def edge_scores(w: np.ndarray, f: Features, scale: float) -> Scores:
     return Scores(span, split, shape)
 
 
-class _Plan:
+class _CkyPlan:
     """Weight-independent CKY index arrays for one sentence length (cached per length).
 
     The chart is a 2-D array whose row ``i·(n+1) + L`` holds the hypotheses of the span of length ``L``
@@ -72,15 +72,15 @@ class _Plan:
             self.steps.append((ns, ls, rs, rows, A, ri, left, right))
 
 
-_PLANS: dict[int, _Plan] = {}
+_CKY_PLANS: dict[int, _CkyPlan] = {}
 
 
-def _plan(n: int) -> _Plan:
-    p = _PLANS.get(n)
+def _cky_plan(n: int) -> _CkyPlan:
+    p = _CKY_PLANS.get(n)
     if p is None:
-        p = _Plan(n)
-        if len(_PLANS) < 512:
-            _PLANS[n] = p
+        p = _CkyPlan(n)
+        if len(_CKY_PLANS) < 512:
+            _CKY_PLANS[n] = p
     return p
 
 
@@ -174,7 +174,7 @@ class Derivation:
     edges: list[tuple[str, int, int, int]]
 
 
-def _nc(step: np.ndarray) -> np.ndarray:
+def _not_contiguous(step: np.ndarray) -> np.ndarray:
     """1 where consecutive ranks are not "same or one up" (lader ``!IsContiguous``)."""
     return (step != 0) & (step != 1)
 
@@ -196,7 +196,7 @@ def cky(n: int, sc: Scores, cfg: BTGConfig, losses: LossTables | None, loss_weig
     tau = use_loss and losses.wt != 0
     K = beam if stateful else 1
     NEG = -np.inf
-    plan = _plan(n)
+    plan = _cky_plan(n)
     rows_all = n * (n + 1)
     tot = np.full((rows_all, K), NEG)
     bp = np.zeros((rows_all, K), dtype=np.int64)
@@ -233,16 +233,16 @@ def cky(n: int, sc: Scores, cfg: BTGConfig, losses: LossTables | None, loss_weig
                 cand = (tot[left, 0] + tot[right, 0])[:, :, None] + base          # (ns, na, 2)
                 if stateful:
                     lf, ll, rf, rl = fr[left, 0], lr[left, 0], fr[right, 0], lr[right, 0]
-                    cand[:, :, 0] += cw * _nc(rf - ll)
-                    cand[:, :, 1] += cw * _nc(lf - rl)
+                    cand[:, :, 0] += cw * _not_contiguous(rf - ll)
+                    cand[:, :, 1] += cw * _not_contiguous(lf - rl)
                     keys.append(np.stack([lf * nr + rl, rf * nr + ll], axis=2).reshape(ns, -1))
             else:
                 pair = tot[left][:, :, :, None] + tot[right][:, :, None, :]       # (ns, na, K, K)
                 cand = pair[:, :, None] + base[:, :, :, None, None]                # (ns, na, 2, K, K)
                 lf, ll = fr[left][:, :, :, None], lr[left][:, :, :, None]          # left child: axis k1
                 rf, rl = fr[right][:, :, None, :], lr[right][:, :, None, :]        # right child: axis k2
-                cand[:, :, 0] += cw * _nc(rf - ll)
-                cand[:, :, 1] += cw * _nc(lf - rl)
+                cand[:, :, 0] += cw * _not_contiguous(rf - ll)
+                cand[:, :, 1] += cw * _not_contiguous(lf - rl)
                 keys.append(np.stack([lf * nr + rl, rf * nr + ll], axis=2).reshape(ns, -1))
             parts.append(cand.reshape(ns, -1))
         allc = np.concatenate(parts, axis=1) if len(parts) > 1 else parts[0]

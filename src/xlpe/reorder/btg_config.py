@@ -34,9 +34,9 @@ TYPE_CHARS = "FSIB"
 # hashing
 
 U64 = np.uint64
-_M1 = U64(0x9E3779B97F4A7C15)
-_M2 = U64(0xBF58476D1CE4E5B9)
-_S29, _S31, _S32 = U64(29), U64(31), U64(32)
+_MIX_MULTIPLIER = U64(0x9E3779B97F4A7C15)
+_FINISH_MULTIPLIER = U64(0xBF58476D1CE4E5B9)
+_SHIFT_29, _SHIFT_31, _SHIFT_32 = U64(29), U64(31), U64(32)
 
 
 def hash_str(s: str) -> int:
@@ -46,13 +46,13 @@ def hash_str(s: str) -> int:
 
 def hash_mix(h: np.ndarray | np.uint64, x: np.ndarray | np.uint64) -> np.ndarray:
     """Fold value(s) ``x`` into hash(es) ``h`` (broadcasting, wrap-around uint64 arithmetic)."""
-    h = (np.asarray(h, dtype=U64) ^ np.asarray(x, dtype=U64)) * _M1
-    return h ^ (h >> _S29)
+    h = (np.asarray(h, dtype=U64) ^ np.asarray(x, dtype=U64)) * _MIX_MULTIPLIER
+    return h ^ (h >> _SHIFT_29)
 
 
 def hash_finish(h: np.ndarray, bits: int) -> np.ndarray:
-    h = (h ^ (h >> _S31)) * _M2
-    h = h ^ (h >> _S32)
+    h = (h ^ (h >> _SHIFT_31)) * _FINISH_MULTIPLIER
+    h = h ^ (h >> _SHIFT_32)
     return (h >> U64(64 - bits)).astype(np.int64)
 
 
@@ -65,7 +65,7 @@ POS_R = {"SR": 0, "SA": 1, "RR": 0, "RA": 1}
 # word-position items of the split scope (c = first word of the right child): offset from c
 POS_C = {"LR": -1, "RL": 0, "RB": -1, "LA": 0}
 # items that depend on the node shape (length L, left-child length a)
-_SHAPE = {"CL", "CB", "CD", "LN", "RN"}
+_SHAPE_ITEMS = {"CL", "CB", "CD", "LN", "RN"}
 # xlpe extension (not in lader): "SP" = number of punctuation words inside the span, capped at 3. With it,
 # e.g. "P%SP%ET", the model can learn not to invert spans across clause boundaries.
 SPAN_PUNCT = "SP"
@@ -101,12 +101,12 @@ def parse_template(spec: str, factor: int) -> Template:
             kinds.add("span")
         elif it in POS_C:
             kinds.add("split")
-        elif it in _SHAPE:
+        elif it in _SHAPE_ITEMS:
             kinds.add("shape")
         else:
             raise ConfigError(
                 f"feature template {spec!r}: item {it!r} is not supported (supported: "
-                f"{sorted([*POS_L, *POS_R, 'SN', SPAN_PUNCT, *POS_C, *_SHAPE, 'ET'])}; phrase-dictionary 'Q', span "
+                f"{sorted([*POS_L, *POS_R, 'SN', SPAN_PUNCT, *POS_C, *_SHAPE_ITEMS, 'ET'])}; phrase-dictionary 'Q', span "
                 f"string 'SS' and parse items are not implemented)")
     if len(kinds) > 1:
         raise ConfigError(f"feature template {spec!r} mixes span, split-point and shape items; each template "

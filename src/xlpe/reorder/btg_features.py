@@ -24,9 +24,6 @@ class Features:
 
     __slots__ = ("n", "span_l", "span_r", "span_lr", "span_len", "split", "shape")
 
-    def nbytes(self) -> int:
-        return sum(getattr(self, k).nbytes for k in self.__slots__[1:])
-
 
 class Extractor:
     """Computes :class:`Features` with vectorised hashing (stable across processes and runs)."""

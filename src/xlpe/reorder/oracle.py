@@ -1,19 +1,11 @@
-"""Orders from word alignments: lader oracle ranks and permutations (DPE targets and the 2PT source are in
-:mod:`xlpe.reorder.targets`).
+"""Orders from word alignments: lader's oracle ranks, bit-exact (SPEC §5.2), of a sentence (:func:`lader_ranks`),
+a corpus (:func:`corpus_ranks`) or a training file (:func:`training_ranks`), and permutations from ranks
+(:func:`order_from_ranks`; :func:`invert_order` gives ``pos_XL``, SPEC §4.1). How the port was verified is in
+``docs/reorder.md``; DPE targets and the 2PT source are in :mod:`xlpe.reorder.targets`.
 
-Everything here takes plain Python data: an alignment is any iterable of 0-based ``(i, j)`` int pairs
-(source index ``i``, target index ``j``), a sentence length is an int, an order is a ``list[int]`` where
-``order[k]`` is the original index of the token placed at reordered position ``k`` (lader
-``-out_format order``, SPEC §4.1).
-
-* :func:`lader_ranks` — a bit-exact port of lader's oracle ranks (SPEC §5.2; lader ``combined-alignment.cc``,
-  ``ranks.cc``): target spans, ``combine_blocks``, null-aligned brackets, ``attach_null`` and ranks by the
-  partial order of spans, ties allowed. Verified against SPEC §12 examples 1 and 2, and against a C++
-  harness of the same steps compiled with GNU libstdc++ (``std::map`` with lader's span order) on 30,000
-  random sentences with brackets, crossing/nested spans and both null handlers: identical ranks
-  (a sample of those cases is in ``tests/test_oracle.py``).
-* :func:`corpus_ranks` — the ranks of every sentence of a corpus.
-* :func:`order_from_ranks` / :func:`invert_order` — ranks → permutation, permutation → ``pos_XL`` (SPEC §4.1).
+An alignment is any iterable of 0-based ``(i, j)`` int pairs (source index ``i``, target index ``j``); an order
+is a ``list[int]`` where ``order[k]`` is the original index of the token at reordered position ``k`` (lader
+``-out_format order``).
 """
 
 from __future__ import annotations
@@ -35,7 +27,7 @@ Link = tuple[int, int]
 OPENING_BRACKETS = ("(", "[", '"', "（", "「", "『", "【")
 CLOSING_BRACKETS = (")", "]", '"', "）", "」", "』", "】")
 
-_BIG = float(np.finfo(np.float64).max)  # C's DBL_MAX
+_DBL_MAX = float(np.finfo(np.float64).max)  # C's DBL_MAX
 
 
 # ----------------------------------------------------------------------------------------------
@@ -278,7 +270,7 @@ def _align_bracket_spans(spans: list[list[float]], words: Sequence[str]) -> None
             kind = CLOSING_BRACKETS.index(w)
             top = stack[-1]
             if words[top] == OPENING_BRACKETS[kind]:
-                f1, f2 = _BIG, -1.0
+                f1, f2 = _DBL_MAX, -1.0
                 for k in range(top + 1, i):
                     if spans[k][0] != -1:
                         f1 = min(spans[k][0], f1)
@@ -300,7 +292,7 @@ def _attach_null(spans: list[list[float]], how: str) -> None:
     if how == "left":
         last = n - 1
         while last >= 0 and spans[last][0] == -1:
-            spans[last] = [_BIG, _BIG]
+            spans[last] = [_DBL_MAX, _DBL_MAX]
             last -= 1
         for i in range(1, last):
             if spans[i][0] == -1:
@@ -422,12 +414,23 @@ def order_from_ranks(ranks: Sequence[int]) -> list[int]:
     return np.argsort(r, kind="stable").tolist()
 
 
-def corpus_ranks(sources: Sequence[Sequence[str]], alignments: Iterable, *, attach_null: str = "right") -> list[list[int]]:
-    """:func:`lader_ranks` of every sentence of a corpus: ``sources`` are word lists (their length is the sentence
-    length, their words place the brackets), ``alignments`` objects with ``links`` (e.g.
-    :class:`xlpe.io.alignments.Alignment`) or link iterables."""
-    return [lader_ranks(sorted(getattr(a, "links", a)), len(s), src_words=s, attach_null=attach_null)
-            for s, a in zip(sources, alignments)]
+def corpus_ranks(sources: Sequence[Sequence[str] | int], alignments: Iterable, *,
+                 attach_null: Literal["right", "left", "none", "free"] = "right", combine_blocks: bool = True,
+                 align_brackets: bool = True) -> list[list[int]]:
+    """:func:`lader_ranks` of every sentence of a corpus (the options are :func:`lader_ranks`'s).
+
+    ``sources`` holds each sentence's words (their number is the sentence length, and they place the
+    brackets), or just its length when the words are unknown (then no word is a bracket); ``alignments``
+    holds objects with ``links`` (e.g. :class:`xlpe.io.alignments.Alignment`) or link iterables, one per
+    sentence. Example: ``corpus_ranks([["a", "b"], 2], [[(0, 1), (1, 0)], [(0, 0), (1, 1)]]) == [[1, 0], [0, 1]]``.
+    """
+    out = []
+    for s, a in zip(sources, alignments):
+        words = None if isinstance(s, (int, np.integer)) else s
+        out.append(lader_ranks(sorted(getattr(a, "links", a)), len(words) if words is not None else int(s),
+                               src_words=words, attach_null=attach_null, combine_blocks=combine_blocks,
+                               align_brackets=align_brackets))
+    return out
 
 
 def training_ranks(src: str, *, align: str | None = None, lader_align: str | None = None, align_base: int = 0,
@@ -444,14 +447,13 @@ def training_ranks(src: str, *, align: str | None = None, lader_align: str | Non
             raise FormatError(f"alignment file has {len(als)} lines but the source text has {len(sents)}", align)
     else:
         als = [a for _, _, a in read_lader_alignments(lader_align, src_lengths=[len(s) for s in sents])]
-    out_s, out_r, skipped = [], [], 0
-    for k, (s, w, a) in enumerate(zip(sents, words, als), 1):
+    keep = []
+    for k, s in enumerate(sents):
         if max_len and len(s) > max_len:
             if not skip_long:
-                raise FormatError(f"sentence has {len(s)} words, over the length limit {max_len}", src, k,
+                raise FormatError(f"sentence has {len(s)} words, over the length limit {max_len}", src, k + 1,
                                   "shorter sentences, a larger --max-len, or --skip-long to skip and count them")
-            skipped += 1
             continue
-        out_s.append(s)
-        out_r.append(corpus_ranks([w], [a], attach_null=attach_null)[0])
-    return out_s, out_r, skipped
+        keep.append(k)
+    ranks = corpus_ranks([words[k] for k in keep], [als[k] for k in keep], attach_null=attach_null)
+    return [sents[k] for k in keep], ranks, len(sents) - len(keep)

@@ -4,7 +4,6 @@ the generated pair type."""
 from __future__ import annotations
 
 import json
-import logging
 import os
 from dataclasses import asdict, dataclass, fields
 from typing import Any
@@ -14,8 +13,6 @@ from xlpe.errors import ConfigError
 from xlpe.io.alignments import Alignment
 from xlpe.io.conllu import DepTree
 from xlpe.io.orders import invert_order
-
-log = logging.getLogger("xlpe.data.synthetic")
 
 
 PROFILES: dict[str, str] = {
@@ -38,7 +35,8 @@ VERB_CLASS_FRACTIONS = (0.3, 0.5, 0.2)      # intransitive, transitive, ditransi
 P_THIS, P_THE = 0.15, 0.6                   # determiner: this 15%, the 45%, a 40%
 P_OBJ_REL = 0.4                              # share of object relatives among relative clauses
 
-MAIN, RSUBJ, ROBJ, COMP = 0, 1, 2, 3      # clause kinds
+# clause kinds: a main clause, a subject / object relative clause, a complement clause
+CLAUSE_MAIN, CLAUSE_SUBJECT_RELATIVE, CLAUSE_OBJECT_RELATIVE, CLAUSE_COMPLEMENT = 0, 1, 2, 3
 MAX_ATTEMPTS = 10000                         # rejection sampling guard (max_len)
 
 

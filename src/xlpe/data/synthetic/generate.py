@@ -17,7 +17,8 @@ from xlpe.errors import ConfigError, XlpeError
 from xlpe.io.alignments import Alignment, format_alignment
 from xlpe.io.atomic import atomic_write
 from xlpe.io.conllu import DepTree, format_conllu
-from xlpe.data.synthetic.config import FILE_KINDS, PROFILES, SPLIT_ORDER, SyntheticConfig, SyntheticPair, MAIN, MAX_ATTEMPTS
+from xlpe.data.synthetic.config import (CLAUSE_MAIN, FILE_KINDS, MAX_ATTEMPTS, PROFILES, SPLIT_ORDER, SyntheticConfig,
+                                        SyntheticPair)
 from xlpe.data.synthetic.lexicon import Lexicon
 from xlpe.data.synthetic.grammar import Grammar, TooLong
 
@@ -85,7 +86,7 @@ def _stream(config: SyntheticConfig, split: str, lex: Lexicon | None = None) -> 
         for _ in range(MAX_ATTEMPTS):
             g.count = 0
             try:
-                S, T, _v = clause(0, MAIN)
+                S, T, _v = clause(0, CLAUSE_MAIN)
             except TooLong:
                 continue
             words = [w[0] for w in S]

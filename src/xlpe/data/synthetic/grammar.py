@@ -3,13 +3,11 @@ profile's word order, and the word alignments."""
 
 from __future__ import annotations
 
-import logging
 import random
 
-from xlpe.data.synthetic.config import PUNCT, SyntheticConfig, COMP, MAIN, P_OBJ_REL, P_THE, P_THIS, ROBJ, RSUBJ
+from xlpe.data.synthetic.config import (CLAUSE_COMPLEMENT, CLAUSE_MAIN, CLAUSE_OBJECT_RELATIVE,
+                                        CLAUSE_SUBJECT_RELATIVE, P_OBJ_REL, P_THE, P_THIS, PUNCT, SyntheticConfig)
 from xlpe.data.synthetic.lexicon import Lexicon
-
-log = logging.getLogger("xlpe.data.synthetic")
 
 
 # ------------------------------------------------------------------------------------------ grammar
@@ -110,7 +108,7 @@ class Grammar:
                 else:
                     T += pT
             if r() < self.rel_rate:
-                kind = ROBJ if r() < P_OBJ_REL else RSUBJ
+                kind = CLAUSE_OBJECT_RELATIVE if r() < P_OBJ_REL else CLAUSE_SUBJECT_RELATIVE
                 cS, cT, _ = self.clause(depth + 1, kind, head, animate)
                 S += cS
                 T = cT + T if self.sov else T + cT
@@ -131,7 +129,7 @@ class Grammar:
         r = self.r
         lex, t, sov = self.lex, self.t, self.sov
         # verb and tense
-        if kind == ROBJ:
+        if kind == CLAUSE_OBJECT_RELATIVE:
             vl = lex.verbs_obj
         elif depth < self.max_depth and r() < self.comp_rate:
             vl = lex.verbs_sent
@@ -139,9 +137,9 @@ class Grammar:
             vl = lex.verbs_plain
         vclass, sf, topts = vl[int(r() * len(vl))]
         tf = topts[0] if len(topts) == 1 else topts[int(r() * len(topts))]
-        if kind == MAIN:
+        if kind == CLAUSE_MAIN:
             vrel, vhead = "root", None
-        elif kind == COMP:
+        elif kind == CLAUSE_COMPLEMENT:
             vrel, vhead = "ccomp", None          # the caller sets the head
         else:
             vrel, vhead = "acl:relcl", head_noun
@@ -171,7 +169,7 @@ class Grammar:
         S = []
         T = []        # leading target material (complementiser, fronted adverb, relative pronoun)
         front = None
-        if kind == COMP:
+        if kind == CLAUSE_COMPLEMENT:
             comp = ["that", "SCONJ", "mark", v, 0]
             S.append(comp)
             compT = (t["that"], ((comp, True),), True)
@@ -185,21 +183,21 @@ class Grammar:
             advS = leaf
             at = aopts[0] if len(aopts) == 1 else aopts[int(r() * len(aopts))]
             advT = [(at[0], ((leaf, True),), False)]
-            if kind == MAIN and r() < self.front_rate:
+            if kind == CLAUSE_MAIN and r() < self.front_rate:
                 front = advT
                 S.append(leaf)
                 advS = None
-        c = self.count + len(S) + (2 if aux is not None else 1) + (advS is not None) + (kind != COMP)
+        c = self.count + len(S) + (2 if aux is not None else 1) + (advS is not None) + (kind != CLAUSE_COMPLEMENT)
         self.count = c                           # + verb, aux, adverb, and punctuation or rel. pronoun
         if c > self.limit:
             raise TooLong
         # subject
-        if kind == RSUBJ:
+        if kind == CLAUSE_SUBJECT_RELATIVE:
             rp = ["who" if animate else "that", "PRON", "nsubj", v, 0]
             S.append(rp)
             subjT = [] if sov else [(t["who" if animate else "which"], ((rp, True),), True)]
         else:
-            if kind == ROBJ:
+            if kind == CLAUSE_OBJECT_RELATIVE:
                 rp = ["who" if animate else "that", "PRON", "obj", v, 0]
                 S.append(rp)
                 if not sov:
@@ -208,7 +206,7 @@ class Grammar:
             sh[2], sh[3] = "nsubj", v
             S += nS
             if sov:
-                subjT.append(self._particle(t["topic"] if kind == MAIN else t["subj"], sh))
+                subjT.append(self._particle(t["topic"] if kind == CLAUSE_MAIN else t["subj"], sh))
         if aux is not None:
             S.append(aux)
         S.append(v)
@@ -220,14 +218,14 @@ class Grammar:
             if sov:
                 nT.append(self._particle(t["iobj"], nh))
             post.append((nS, nT, False))
-        if vclass in (1, 2) and kind != ROBJ:
+        if vclass in (1, 2) and kind != CLAUSE_OBJECT_RELATIVE:
             nS, nT, nh, _ = self.np(depth)
             nh[2], nh[3] = "obj", v
             if sov:
                 nT.append(self._particle(t["obj"], nh))
             post.append((nS, nT, False))
         elif vclass == 3:
-            cS, cT, cv = self.clause(depth + 1, COMP)
+            cS, cT, cv = self.clause(depth + 1, CLAUSE_COMPLEMENT)
             cv[3] = v
             post.append((cS, cT, True))
         if depth < self.max_depth and self.nprep and r() < self.pp_rate:
@@ -249,7 +247,7 @@ class Grammar:
             T += VT
             if AUXT:
                 T += AUXT
-            if kind == COMP:
+            if kind == CLAUSE_COMPLEMENT:
                 T.append(compT)
         elif self.v2:
             middle, extra = [], []
@@ -258,7 +256,7 @@ class Grammar:
                     extra += ps[1]
                 else:
                     middle += ps[1]
-            if kind == MAIN:
+            if kind == CLAUSE_MAIN:
                 fin, nonfin = (AUXT, VT) if AUXT else (VT, [])
                 if front:
                     T = front + fin + subjT
@@ -283,7 +281,7 @@ class Grammar:
             T += VT
             for ps in post:
                 T += ps[1]
-        if kind == MAIN:
+        if kind == CLAUSE_MAIN:
             p = [PUNCT, "PUNCT", "punct", v, 0]
             S.append(p)
             T.append((PUNCT, ((p, True),), False))

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import logging
 import random
 
 from xlpe.errors import XlpeError
 from xlpe.data.synthetic.config import PUNCT, SyntheticConfig, SRC_FUNCTION, SRC_PREPOSITIONS, VERB_CLASS_FRACTIONS
-
-log = logging.getLogger("xlpe.data.synthetic")
 
 
 # ------------------------------------------------------------------------------------------ lexicon

