@@ -10,7 +10,8 @@ from xlpe.cli import main
 def test_demo_tiny(tmp_path, capsys):
     out = tmp_path / "demo"
     args = ["demo", "--out", str(out), "--train", "600", "--dev", "50", "--test", "50", "--vocab-size", "400",
-            "--preorder-sentences", "200", "--preorder-iterations", "1", "--nmt-pe", "none", "ape", "headxl",
+            "--preorder-sentences", "200", "--preorder-iterations", "1", "--nmt-pe", "none", "ape", "headxl", "struct",
+            "dpe",
             "--nmt-updates", "8", "--nmt-d-model", "32", "--nmt-layers", "1", "--beam", "2"]
     assert main(args) == 0
     text = capsys.readouterr().out
@@ -24,6 +25,7 @@ def test_demo_tiny(tmp_path, capsys):
     assert set(res["nmt"]) >= {"none", "ape", "headxl"}
     assert "attention_alignment" in res["nmt"]["headxl"] and "attention_alignment" not in res["nmt"]["none"]
     assert res["nmt"]["headxl"]["pe"] == ["ape", "headxl"]
+    assert res["nmt"]["struct"]["pe"] == ["ape", "struct_abs", "struct_rel"] and res["nmt"]["dpe"]["pe"] == ["dpe"]
     assert (out / "plots" / "corpus.png").stat().st_size > 0 and (out / "plots" / "nmt.png").stat().st_size > 0
     # a second run is served from the cache: every stage is skipped, the report is identical
     assert main(args) == 0

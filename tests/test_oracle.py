@@ -5,7 +5,8 @@ import random
 import pytest
 
 from xlpe.errors import ConfigError, FormatError
-from xlpe.reorder.oracle import invert_order, lader_ranks, lader_spans, order_from_ranks
+from xlpe.io.alignments import Alignment
+from xlpe.reorder.oracle import corpus_ranks, invert_order, lader_ranks, lader_spans, order_from_ranks, training_ranks
 from xlpe.reorder.targets import dpe_targets, reordered_order, reordered_source
 
 
@@ -130,6 +131,38 @@ def test_empty_and_unaligned_sentences():
     assert lader_ranks([], 3, attach_null="free") == [-1, -1, -1]
 
 
+# --- a corpus ---------------------------------------------------------------------------------
+
+def test_corpus_ranks_is_lader_ranks_of_every_sentence():
+    w1, w2 = "( x ) y".split(), "a b c".split()
+    a1, a2 = links("1-1 3-0"), links("2-0 0-2")
+    assert corpus_ranks([w1, w2], [a1, a2]) == [lader_ranks(a1, 4, src_words=w1), lader_ranks(a2, 3, src_words=w2)]
+    assert corpus_ranks([w1], [Alignment(a1)]) == [lader_ranks(a1, 4, src_words=w1)]   # objects with .links
+    assert corpus_ranks([w1], [list(reversed(a1))]) == corpus_ranks([w1], [a1])           # links in any order
+    for opts in ({"attach_null": "left"}, {"attach_null": "free"}, {"combine_blocks": False},
+                 {"align_brackets": False}):
+        assert corpus_ranks([w1, w2], [a1, a2], **opts) == \
+            [lader_ranks(a1, 4, src_words=w1, **opts), lader_ranks(a2, 3, src_words=w2, **opts)]
+    # a length instead of words: no word is a bracket
+    assert corpus_ranks([4], [a1]) == [lader_ranks(a1, 4)] != [lader_ranks(a1, 4, src_words=w1)]
+    assert corpus_ranks([["a", "b"], 2], [[(0, 1), (1, 0)], [(0, 0), (1, 1)]]) == [[1, 0], [0, 1]]
+    assert corpus_ranks([], []) == []
+    with pytest.raises(FormatError):
+        corpus_ranks([w2], [links("3-0")])
+
+
+def test_training_ranks_reads_files_and_skips_long_sentences(tmp_path):
+    src, al = tmp_path / "src", tmp_path / "al"
+    src.write_text("a|X b|Y\nc d e\nf\n", encoding="utf-8")
+    al.write_text("0-1 1-0\n0-0 1-2 2-1\n0-0\n", encoding="utf-8")
+    sents, ranks, skipped = training_ranks(str(src), align=str(al))
+    assert sents == [["a|X", "b|Y"], ["c", "d", "e"], ["f"]] and ranks == [[1, 0], [0, 2, 1], [0]] and skipped == 0
+    with pytest.raises(FormatError, match="over the length limit 2"):
+        training_ranks(str(src), align=str(al), max_len=2)
+    sents, ranks, skipped = training_ranks(str(src), align=str(al), max_len=2, skip_long=True)
+    assert sents == [["a|X", "b|Y"], ["f"]] and ranks == [[1, 0], [0]] and skipped == 1
+
+
 # --- DPE / 2PT --------------------------------------------------------------------------------
 
 def test_spec_example_5_dpe_targets():
@@ -178,3 +211,15 @@ def test_order_from_ranks_is_stable():
     assert order_from_ranks([0, 2, 1, 3]) == [0, 2, 1, 3]
     assert order_from_ranks([0, 2, 1, 1, 3]) == [0, 2, 3, 1, 4]
     assert order_from_ranks([1, 0, 0]) == [1, 2, 0]
+
+
+def test_dpe_targets_from_word_alignments_at_the_subword_level():
+    """SPEC §12 example 5 through the word->subword projection (one piece per word gives the same line), and a
+    word split in pieces: its pieces share the word's target and keep their order (stable sort)."""
+    from xlpe.io.alignments import Alignment
+    from xlpe.reorder.targets import format_dpe_line, subword_dpe_targets
+    a = Alignment.from_links([(0, 0), (2, 1), (4, 1), (2, 2), (1, 3)])
+    assert format_dpe_line(subword_dpe_targets(a, [0, 1, 2, 3, 4])) == "0-0 2-1 4-2 1-3"
+    b = Alignment.from_links([(0, 1), (1, 0)])              # word 0 = pieces 0, 1; word 1 = piece 2
+    assert subword_dpe_targets(b, [0, 0, 1]) == [1, 2, 0]
+    assert format_dpe_line([1, -1, 0]) == "2-0 0-1"          # unaligned token 1 omitted

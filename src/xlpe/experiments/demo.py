@@ -10,7 +10,7 @@ stage whose inputs and options are unchanged is skipped, so an interrupted demo 
 5. ``preorder`` the BTG preorderer trained on those alignments; Kendall tau / chunk of its predicted test orders
                 against the gold orders, beside the identity order; orders of every split for the XL models;
 6. ``nmt``      one small Transformer per source position encoding (none, APE, RPE, InXL, HeadXL,
-                Combination, structural PE on gold trees), test BLEU / chrF with paired bootstrap against APE,
+                Combination, structural PE on gold trees, DPE), test BLEU / chrF with paired bootstrap against APE,
                 and AER / P / R of alignments read from each model's attention.
 
 The results table is printed and written to ``report.md`` and ``results.json``; plots go to ``plots/``.
@@ -32,7 +32,7 @@ from xlpe.config import option
 from xlpe.errors import ConfigError
 from xlpe.experiments.cache import digest, file_sig, run_stage, run_stages
 from xlpe.experiments.nmt_runs import run_system
-from xlpe.experiments.stages import SPLITS, align_stage, preorder_stage, subword_stage, synth_stage
+from xlpe.experiments.stages import SPLITS, align_stage, dpe_stage, preorder_stage, subword_stage, synth_stage
 from xlpe.reorder.oracle import corpus_ranks
 from xlpe.experiments.systems import SYSTEMS, pe_list
 from xlpe.io import read_alignments
@@ -58,7 +58,8 @@ class DemoConfig:
     preorder_iterations: int = option(3, "BTG training iterations")
     nmt_pe: list[str] = option(help=f"systems to compare: {', '.join(SYSTEMS)}, or encodings joined with '+' "
                                     "(e.g. ape+rpe)",
-                               factory=lambda: ["none", "ape", "rpe", "inxl", "headxl", "combination", "struct"])
+                               factory=lambda: ["none", "ape", "rpe", "inxl", "headxl", "combination", "struct",
+                                                "dpe"])
     nmt_preset: str = option("tiny", "model preset of the demo NMT models")
     nmt_d_model: int = option(96, "model width of the demo NMT models")
     nmt_layers: int = option(2, "encoder and decoder layers")
@@ -151,12 +152,13 @@ def _reference_orders(paths: dict, eflomal_test: str, gold_test: list) -> dict:
             "gold_order": corpus_reorder_scores(list(read_orders(paths["test_order"])), granks)}
 
 
-def nmt_stage(cfg: DemoConfig, out: Path, spm: str, orders: dict[str, str]) -> dict:
+def nmt_stage(cfg: DemoConfig, out: Path, spm: str, orders: dict[str, str], dpe: str) -> dict:
     """Train one small Transformer per source position encoding; score each on the test set.
 
     Every model sees the same data, subwords, seed and number of updates. XL models (InXL, HeadXL,
     Combination) read the BTG preorderer's predicted orders of every split, so test time needs the source
-    alone; structural models read the generator's gold dependency trees (CoNLL-U). BLEU/chrF come with a paired bootstrap against the ``ape`` baseline (sacrebleu). For every model
+    alone; structural models read the generator's gold dependency trees (CoNLL-U); DPE is trained with targets from
+    the eflomal alignments, projected to subwords (SPEC §6.2), and translates from the source alone. BLEU/chrF come with a paired bootstrap against the ``ape`` baseline (sacrebleu). For every model
     but ``none`` and ``rpe`` the test set is also force-decoded and aligned from attention (penultimate
     decoder layer, heads averaged, SPEC §4.6) and scored against the gold alignments.
     """
@@ -175,7 +177,8 @@ def nmt_stage(cfg: DemoConfig, out: Path, spm: str, orders: dict[str, str]) -> d
                       max_updates=cfg.nmt_updates, save_every=max(100, cfg.nmt_updates // 3), clip_norm=1.0)
     def channels(split: str) -> dict[str, str]:    # every model gets the channels it reads of these
         return {"xl": "orders:" + orders[split],
-                **{c: f"conllu:{data / (split + '.conllu')}" for c in ("depth", "tree_word", "tree_head")}}
+                **{c: f"conllu:{data / (split + '.conllu')}" for c in ("depth", "tree_word", "tree_head")},
+                **({"dpe_target": "dpe:" + dpe} if split == "train" else {})}
     gold = {"src": str(data / "test.src"), "tgt": str(data / "test.tgt"),
             "alignments": list(read_alignments(data / "test.align", 0)), "channels": channels("test")}
     tasks = []
@@ -188,6 +191,8 @@ def nmt_stage(cfg: DemoConfig, out: Path, spm: str, orders: dict[str, str]) -> d
                                           orders["test"]))}
         if any(p.startswith("struct") for p in pe):    # only then, so the other systems keep their cache key
             params["trees"] = digest(file_sig(*(data / f"{s}.conllu" for s in ("train", "dev", "test"))))
+        if "dpe" in pe:
+            params["dpe"] = digest(file_sig(dpe))
         fn = functools.partial(
             run_system, pe=pe, pe_options={}, encoder_free=False, seed=cfg.seed, model=model, train_opts=train_opts,
             spm=str(spm), train_src=str(data / "train.src"), train_tgt=str(data / "train.tgt"),
@@ -330,7 +335,8 @@ def demo(cfg: DemoConfig) -> dict:
                              force=cfg.force)
         results["preorder"] = {**pre, **_reference_orders(paths, results["align"]["paths"]["test"], gold["test"])}
     if "nmt" in want:
-        results["nmt"] = nmt_stage(cfg, out, spm, results["preorder"]["orders"])
+        dpe = dpe_stage(out, src=paths["train_src"], align=results["align"]["paths"]["train"], spm=spm)
+        results["nmt"] = nmt_stage(cfg, out, spm, results["preorder"]["orders"], dpe)
     report = _report(cfg, results)
     with atomic_write(out / "report.md") as f:
         f.write(report)

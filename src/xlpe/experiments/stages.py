@@ -310,3 +310,24 @@ def parse_stage(out: Path, splits: Mapping[str, str], *, model: str, processes: 
         return {"trees": {k: str(d / f"{k}.conllu") for k in splits}, "sentences": n,
                 "sent_per_s": round(sum(n.values()) / max(time.time() - t0, 1e-9), 1)}
     return run_stage(out, "parse", params, fn, force)
+
+
+def dpe_stage(out: Path, *, src: str, align: str, spm: str, name: str = "train", force: bool = False) -> str:
+    """DPE targets of a source text at the subword level of ``spm`` from its word alignments (0-based Pharaoh):
+    ``dpe/<name>.dpe``, one ``i-p(i)`` line per sentence (SPEC §6.2); returns its path."""
+    params = {"files": file_sig(src, align, spm)}
+
+    def fn(d: Path) -> dict:
+        from xlpe.data.subword import SubwordModel
+        from xlpe.io import read_alignments, read_sentences
+        from xlpe.reorder.targets import format_dpe_line, subword_dpe_targets
+        sp = SubwordModel.load(spm)
+        sents = list(read_sentences(src))
+        als = list(read_alignments(align, 0, lengths=None, check_base=False))
+        if len(als) != len(sents):
+            raise ConfigError(f"{align} has {len(als)} lines for {len(sents)} source lines of {src}")
+        with atomic_write(d / f"{name}.dpe") as f:
+            for enc, a in zip(sp.encode_many(sents), als):
+                f.write(format_dpe_line(subword_dpe_targets(a, enc.word_of)) + "\n")
+        return {"targets": str(d / f"{name}.dpe")}
+    return run_stage(out, f"dpe-{name}", params, fn, force)["targets"]

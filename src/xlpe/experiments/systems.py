@@ -19,6 +19,7 @@ SYSTEMS: dict[str, list[str]] = {
     "headxl": ["ape", "headxl"],
     "combination": ["ape", "combination"],
     "struct": ["ape", "struct_abs", "struct_rel"],             # Wang et al. Table 1 "+abs-stru +rel-stru"
+    "dpe": ["dpe"],                                             # Zheng et al. (trained with alignment targets)
     # Wang et al. Table 1, the structural ablation (``xlpe experiment structural-pe``)
     "abs-stru": ["struct_abs"],
     "rel-stru": ["struct_rel"],
@@ -36,7 +37,7 @@ SYSTEMS: dict[str, list[str]] = {
 
 LABELS: dict[str, str] = {"none": "no PE", "baseline": "baseline (APE)", "ape": "APE", "rpe": "+RPE",
                           "xl": "XL PE only", "inxl": "+InXL", "headxl": "+HeadXL", "combination": "+Combination",
-                          "struct": "+Struct PE (abs + rel)", "abs-stru": "abs-stru only", "rel-stru": "rel-stru only",
+                          "struct": "+Struct PE (abs + rel)", "dpe": "DPE", "abs-stru": "abs-stru only", "rel-stru": "rel-stru only",
                           "abs-seq": "abs-seq (baseline)", "abs-seq+abs-stru": "abs-seq +abs-stru",
                           "abs-seq+both-stru": "abs-seq +abs-stru +rel-stru", "rel-seq": "abs+rel-seq",
                           "rel-seq+abs-stru": "abs+rel-seq +abs-stru",

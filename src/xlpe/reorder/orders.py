@@ -11,7 +11,7 @@ from xlpe.io.atomic import atomic_write, check_outputs
 from xlpe.io.orders import format_order
 from xlpe.io.text import read_sentences
 from xlpe.reorder.oracle import invert_order, lader_ranks, order_from_ranks
-from xlpe.reorder.targets import dpe_targets, reordered_order
+from xlpe.reorder.targets import dpe_targets, format_dpe_line, reordered_order
 
 
 def orders_files(src: str, *, align: str | None = None, lader_align: str | None = None, align_base: int = 0,
@@ -50,9 +50,7 @@ def orders_files(src: str, *, align: str | None = None, lader_align: str | None 
             if "pos_xl" in files:
                 files["pos_xl"].write(format_order(invert_order(o)) + "\n")
             if "dpe" in files:
-                p = dpe_targets(links, len(words))
-                pairs = sorted((t, i) for i, t in enumerate(p) if t >= 0)     # in target-order, as SPEC §12.5
-                files["dpe"].write(" ".join(f"{i}-{t}" for t, i in pairs) + "\n")
+                files["dpe"].write(format_dpe_line(dpe_targets(links, len(words))) + "\n")
             if "reordered_src" in files:
                 ro = reordered_order(links, len(words), unaligned=unaligned)
                 files["reordered_src"].write(" ".join(words[i] for i in ro) + "\n")

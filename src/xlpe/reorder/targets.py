@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from typing import Iterable, Literal, Sequence
 
+from xlpe.data.subword import subword_alignment_from_word
 from xlpe.errors import ConfigError
+from xlpe.io.alignments import Alignment
 from xlpe.reorder.oracle import Link, check_links
+
 
 def dpe_targets(links: Iterable[Link], src_len: int, *,
                 link_rule: Literal["first", "min"] = "first") -> list[int]:
@@ -93,3 +96,17 @@ def reordered_source(tokens: Sequence[str], links: Iterable[Link], *,
     """
     order = reordered_order(links, len(tokens), unaligned=unaligned, link_rule=link_rule)
     return [tokens[i] for i in order]
+
+
+def format_dpe_line(targets: Sequence[int]) -> str:
+    """A DPE targets line: ``i-p(i)`` pairs in target order, unaligned tokens omitted (SPEC §12 example 5)."""
+    return " ".join(f"{i}-{t}" for t, i in sorted((t, i) for i, t in enumerate(targets) if t >= 0))
+
+
+def subword_dpe_targets(alignment: Alignment, src_word_of: Sequence[int]) -> list[int]:
+    """DPE targets over subword tokens from a *word* alignment: each word link becomes the links of all the source
+    word's pieces (SPEC §8.3), then :func:`dpe_targets` over the pieces (the paper aligns BPE tokens, SPEC §6.2).
+    Target words stay whole: the targets only order target positions."""
+    m = max((j for _, j in alignment.possible), default=-1) + 1
+    sub = subword_alignment_from_word(alignment, src_word_of, list(range(m)))
+    return dpe_targets(sorted(sub.possible, key=lambda link: (link[1], link[0])), len(src_word_of))
