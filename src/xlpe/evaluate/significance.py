@@ -28,6 +28,8 @@ import numpy as np
 from xlpe.errors import ConfigError
 
 SeedStats = Sequence[np.ndarray]      # per seed: (N, K) per-sentence sufficient statistics
+#: metrics whose scores are fractions, shown as percentages
+PERCENT_METRICS = ("AER", "tau")
 
 
 @dataclass
@@ -59,8 +61,10 @@ class Comparison:
         seeds = (f"{self.seed_test} p={self.p_seeds:.3f}" if self.p_seeds is not None
                  else f"no test across seeds: {self.reason}")
         head = "significant" if self.significant(alpha) else "not significant"
-        return (f"{head} at {alpha:g} ({self.delta:+.2f} {self.metric}; bootstrap p={self.p_bootstrap:.3f}, "
-                f"{seeds}; {self.sys_seeds} vs {self.base_seeds} seeds, {self.sentences} sentences)")
+        k = 100.0 if self.metric in PERCENT_METRICS else 1.0      # AER and τ read as percentages
+        return (f"{head} at {alpha:g} ({self.metric} {k * self.base_mean:.2f} -> {k * self.sys_mean:.2f}, "
+                f"{'better' if self.delta > 0 else 'not better'}; bootstrap p={self.p_bootstrap:.3f}, {seeds}; "
+                f"{self.sys_seeds} vs {self.base_seeds} seeds, {self.sentences} sentences)")
 
     def to_dict(self) -> dict:
         return asdict(self)
