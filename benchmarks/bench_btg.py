@@ -21,43 +21,9 @@ Example (lader's defaults: Pegasos, chunk loss, beam 4)::
 
     python benchmarks/bench_btg.py --iterations 1 --processes 2
 
-The best setting measured (2 CPU cores, 2026-11; identity τ 0.9250, chunk 0.7706)::
-
-    python benchmarks/bench_btg.py --iterations 4 --learner perceptron --average --loss tau=1 \
-        --classes 50 --shape-factor --extra-templates 'P%SP%ET' --processes 2
-    # gold τ 0.9349, chunk 0.7959; 118 s/iteration; 414-608 sentences/s applying; peak RSS 0.9 GB
-
-lader's defaults gave τ 0.9243 / chunk 0.7781 after one iteration (326 s, RSS 0.4 GB); the words-only
-averaged perceptron with the τ loss τ 0.9310 after three (112 s/iteration). The automatic alignments are
-noisy: on 1000 held-out training sentences (automatic ranks) no setting beat the identity's τ (0.933).
-
-xlpe's eflomal alignments (2026-11, first 8000 training sentences, 3 iterations, the setting above): they
-train *worse* preorderers than the shipped ones (gold τ 0.9253 with grow-diag-final-and, 0.9239
-intersection, 0.9249 grow-diag, 0.9250 reverse direction only, 0.9233 attach_null=left; shipped 0.9309).
-Their AER on the RWTH gold is 0.267 (lowercased gdfa; 0.275 cased, 0.277 intersection), and their own
-oracle orders of the gold sentences score τ 0.9425, but on the training text they are far more monotone
-than the shipped links or the gold (identity τ 0.949 against eflomal gdfa ranks, 0.920 against the shipped
-ones, 0.925 on gold): rare verbs stay unaligned and ``attach_null`` keeps them in place, so the model
-learns little reordering. The τ loss weight acts as an inverse learning rate of the loss-augmented
-perceptron: ``tau=0.1`` 0.9208/0.9212 (eflomal/shipped), ``tau=0.01`` 0.9186, no loss augmentation
-0.9194 — weight 1 is best of those.
-
-Unaligned words left free (``--attach-null free``, 2026-11-23): the τ loss skips every pair with an
-unaligned word, so the oracle derivation may put it anywhere instead of next to its right neighbour. With
-eflomal labels on all 23,523 sentences, setting above, 4 iterations (JSON in the session note)::
-
-    python benchmarks/bench_btg.py --align eflomal --attach-null free --iterations 4 --learner perceptron \
-        --average --loss tau=1 --classes 50 --shape-factor --extra-templates 'P%SP%ET' --processes 2
-    # gold τ 0.9304, chunk 0.7736 (identity 0.9250 / 0.7706); 66 s/iteration; 928 sentences/s applying
-    # with 2 processes; peak RSS 0.92 GB
-
-    attach right 0.9259 | free 0.9304 | free, 8 iterations 0.9284 | free, grow-diag-final 0.9278
-    (8,000 sentences, 3 iterations: eflomal right 0.9253, free 0.9264; shipped right 0.9309, free 0.9281)
-
-The ceiling of eflomal labels: the oracle orders of xlpe's eflomal gdfa links *of the gold sentences
-themselves* score τ 0.9409 against the gold ranks (intersection 0.9404, grow-diag 0.9402), so a
-preorderer that imitated its labels perfectly would land there (``gold_label_ceiling`` in the JSON with
-``--align eflomal``: lader ranks of those links → their order → corpus τ against the gold ranks).
+The settings measured and their results are in ``docs/results/reorder.md``; ``--align eflomal`` also reports
+``gold_label_ceiling`` (the lader ranks of the aligner's own links of the gold sentences → their order → corpus
+τ against the gold ranks: what a preorderer that imitated its labels perfectly would score).
 
 Quick look on a subset::
 
