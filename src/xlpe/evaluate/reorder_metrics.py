@@ -159,7 +159,7 @@ def order_scores_files(orders: str, ref_align: str, *, ref_base: int = 0, src: s
     from xlpe.io.alignments import read_alignments
     from xlpe.io.orders import read_orders
     from xlpe.io.text import read_sentences
-    from xlpe.reorder.oracle import lader_ranks
+    from xlpe.reorder.oracle import corpus_ranks
 
     if ref_align is None:
         raise FormatError("--orders needs reference alignments (--order-ref)")
@@ -170,8 +170,7 @@ def order_scores_files(orders: str, ref_align: str, *, ref_base: int = 0, src: s
     refs = list(read_alignments(ref_align, ref_base, lengths=[(n, None) for n in lens], check_base=False))
     if len(refs) != len(ords):
         raise FormatError(f"{len(refs)} reference alignment lines but {len(ords)} order lines", ref_align)
-    ranks = [lader_ranks(sorted(a.links), n, src_words=words[k] if words else None, attach_null=attach_null)
-             for k, (a, n) in enumerate(zip(refs, lens))]
+    ranks = corpus_ranks(words or lens, refs, attach_null=attach_null)
     out = corpus_reorder_scores(ords, ranks)
     ident = corpus_reorder_scores([list(range(n)) for n in lens], ranks)
     out["identity_chunk"], out["identity_tau"] = ident["chunk"], ident["tau"]
