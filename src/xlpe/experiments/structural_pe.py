@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -27,6 +28,7 @@ from typing import Any
 
 from xlpe.config import apply_sets, build, read_toml
 from xlpe.errors import ConfigError
+from xlpe.evaluate.bleu import tokenized_by_design
 from xlpe.experiments.cache import file_sig, run_stage
 from xlpe.experiments.nmt_runs import STOPS, measure_cost, run_grid
 from xlpe.experiments.stages import (DataSpec, align_stage, data_stage, parse_stage, preorder_stage, read_text,
@@ -159,7 +161,8 @@ def run_experiment(cfg: StructConfig, out: str | os.PathLike, only: list[str] | 
         out / "runs", runs_, e.seeds, key=key, jobs=e.jobs, model=cfg.model, train_opts=cfg.train, spm=spm,
         train_src=p["train_src"], train_tgt=p["train_tgt"], dev_src=p.get("dev_src") or None,
         dev_tgt=p.get("dev_tgt") or None, train_channels=channels["train"], dev_channels=channels.get("dev", {}),
-        tests=tests, beam=e.beam, lenpen=e.lenpen, threads=e.threads)
+        tests=tests, beam=e.beam, lenpen=e.lenpen, threads=e.threads,
+        tokenized_by_design=bool(cfg.data.builtin))
     if e.cost_rounds:
         cost_systems = {n: (pe_list(n), e.pe_options) for n in dict.fromkeys(["abs-seq"] + systems) if n != "none"}
         params = {"systems": cost_systems, "model": cfg.model, "rounds": e.cost_rounds, "updates": e.cost_updates,
@@ -173,7 +176,8 @@ def run_experiment(cfg: StructConfig, out: str | os.PathLike, only: list[str] | 
     summary = {}
     for n in systems:
         base = "rel-seq" if n.startswith("rel-seq+") and "rel-seq" in systems else "abs-seq"
-        summary[n] = system_summary(results["runs"], n, base, refs, seeds=e.seeds, resamples=e.bootstrap_samples)
+        with tokenized_by_design() if cfg.data.builtin else contextlib.nullcontext():   # built-in: tokenised
+            summary[n] = system_summary(results["runs"], n, base, refs, seeds=e.seeds, resamples=e.bootstrap_samples)
         summary[n]["compared_with"] = base if n != base else None
         speed = results.get("cost", {}).get("systems", {}).get(n)
         if speed:

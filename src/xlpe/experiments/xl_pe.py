@@ -37,6 +37,7 @@ when the command is repeated, so a table too large for one sitting fills up over
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -48,6 +49,7 @@ from typing import Any
 
 from xlpe.config import apply_sets, build, read_toml
 from xlpe.errors import ConfigError
+from xlpe.evaluate.bleu import tokenized_by_design
 from xlpe.experiments.cache import file_sig, run_stage
 from xlpe.experiments.nmt_runs import STOPS, measure_cost, run_grid
 from xlpe.experiments.stages import DataSpec, align_stage, data_stage, preorder_stage, read_text, subword_stage
@@ -318,7 +320,7 @@ def run_experiment(cfg: XLConfig, out: str | os.PathLike, only: list[str] | None
         dev_src=p.get("dev_src") or None, dev_tgt=p.get("dev_tgt") or None, train_channels=train_channels,
         dev_channels=xl.get("dev", {}), tests=tests, beam=e.beam, lenpen=e.lenpen, threads=e.threads,
         noise_unit=e.noise_unit, gold=gold, more_gold=more_gold, attention_layer=e.attention_layer,
-        attention_merge=e.attention_merge)
+        attention_merge=e.attention_merge, tokenized_by_design=bool(cfg.data.builtin))
     if "table1" in tables and e.cost_rounds:
         systems = {n: (pe_list(n), e.pe_options) for n in dict.fromkeys(["baseline"] + e.systems)}
         params = {"systems": systems, "model": cfg.model,
@@ -329,8 +331,9 @@ def run_experiment(cfg: XLConfig, out: str | os.PathLike, only: list[str] | None
             d, systems, model=cfg.model, train_opts=cfg.train, spm=spm, train_src=p["train_src"],
             train_tgt=p["train_tgt"], train_channels=train_channels, threads=e.threads, rounds=e.cost_rounds,
             updates=e.cost_updates, seed=e.base_seed))
-    results["summary"] = summarise(cfg, results, tables, tests, _default_tau(cfg),
-                                   gold["alignments"] if gold is not None else None)
+    with tokenized_by_design() if cfg.data.builtin else contextlib.nullcontext():    # the built-in pair: tokenised
+        results["summary"] = summarise(cfg, results, tables, tests, _default_tau(cfg),
+                                       gold["alignments"] if gold is not None else None)
     if results["summary"]["fig4"]:
         from xlpe.io.orders import read_orders
         from xlpe.reorder.noise import noise_stats
