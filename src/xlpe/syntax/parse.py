@@ -11,7 +11,6 @@ punctuation included).
 from __future__ import annotations
 
 import os
-from itertools import islice
 from typing import Iterable, Iterator, Sequence
 
 from xlpe.errors import ConfigError, FormatError
@@ -47,15 +46,28 @@ def _tree(doc) -> DepTree:
     return DepTree([t.text for t in doc], heads, rels, [t.pos_ or "_" for t in doc])
 
 
+class _GivenTokens:
+    """A spaCy tokenizer that keeps the tokens it is given: the text is the words joined by single ASCII
+    spaces (words never contain one), split back exactly."""
+
+    def __init__(self, vocab):
+        self.vocab = vocab
+
+    def __call__(self, text: str):
+        from spacy.tokens import Doc
+        words = text.split(" ")
+        return Doc(self.vocab, words=words, spaces=[True] * len(words))
+
+
 def parse_sentences(nlp, sentences: Iterable[Sequence[str]], *, batch_size: int = 256,
                     processes: int = 1) -> Iterator[DepTree]:
-    """Trees of word lists, in order; the tokens are exactly the given words."""
-    from spacy.tokens import Doc
-
+    """Trees of word lists, in order; the tokens are exactly the given words (the pipeline's tokenizer is
+    replaced by one that splits the joined words back, so worker processes receive plain strings)."""
     if processes < 1 or batch_size < 1:
         raise ConfigError("processes and batch_size must be >= 1")
-    docs = (Doc(nlp.vocab, words=list(w), spaces=[True] * len(w)) for w in sentences)
-    for doc in nlp.pipe(docs, batch_size=batch_size, n_process=processes):
+    nlp.tokenizer = _GivenTokens(nlp.vocab)
+    texts = (" ".join(w) for w in sentences)
+    for doc in nlp.pipe(texts, batch_size=batch_size, n_process=processes):
         yield _tree(doc)
 
 
@@ -79,17 +91,12 @@ def parse_file(input: str | os.PathLike, output: str | os.PathLike, *, model: st
         from tqdm.auto import tqdm
         bar = tqdm(unit="sent", desc="parse")
     n = 0
-    with atomic_write(output) as f:
-        it = words()
-        while True:                                # chunks: memory stays flat, errors name their line early
-            chunk = list(islice(it, 10000))
-            if not chunk:
-                break
-            for tree in parse_sentences(nlp, chunk, batch_size=batch_size, processes=processes):
-                f.write(format_conllu(tree) + "\n\n")
-                n += 1
+    with atomic_write(output) as f:                # one pipe over the stream: worker processes start once
+        for tree in parse_sentences(nlp, words(), batch_size=batch_size, processes=processes):
+            f.write(format_conllu(tree) + "\n\n")
+            n += 1
             if bar is not None:
-                bar.update(len(chunk))
+                bar.update(1)
     if bar is not None:
         bar.close()
     if n == 0:
