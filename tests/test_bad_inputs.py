@@ -205,3 +205,19 @@ def test_orders_refuses_a_short_target_text_and_same_file_outputs(tmp_path, caps
     fails(["orders", "--src", src, "--tgt", tgt, "--align", al, "--order", out], capsys, "t.txt", "3",
           inputs=[src, tgt, al], absent=[out], folder=tmp_path)
     fails(["orders", "--src", src, "--align", al, "--order", src], capsys, "replace the input", inputs=[src])
+
+
+def test_align_preorder_and_synth_check_their_outputs_before_any_work(tmp_path, capsys):
+    pytest.importorskip("eflomal")
+    src, tgt = tmp_path / "s.txt", tmp_path / "t.txt"
+    src.write_text("a b\nc d\n")
+    tgt.write_text("x y\nz w\n")
+    fails(["align", src, tgt, "-o", tmp_path], capsys, "is a directory", inputs=[src, tgt], folder=tmp_path)
+    fails(["align", src, tgt, "-o", src], capsys, "replace the input", inputs=[src, tgt])
+    al = tmp_path / "a.align"
+    al.write_text("0-0 1-1\n0-1 1-0\n")
+    fails(["preorder", "train", "--src", src, "--align", al, "--model", tmp_path / "m", "--iterations", "0"], capsys,
+          "--iterations", absent=[tmp_path / "m"])
+    f = tmp_path / "afile"
+    f.write_text("x\n")
+    fails(["synth", "--out", f, "--train", "5", "--dev", "1", "--test", "1"], capsys, "is a file", inputs=[f])

@@ -9,6 +9,7 @@ import sys
 from xlpe.align.eflomal import OUTPUT_METHODS, EflomalAligner
 from xlpe.align.symmetrize import METHODS as SYM_METHODS
 from xlpe.errors import ConfigError, XlpeError
+from xlpe.io.atomic import check_outputs
 
 logger = logging.getLogger("xlpe.align")
 
@@ -100,6 +101,8 @@ def cli_main(args: argparse.Namespace) -> int:
             subword = (args.subword_model if not args.tgt_subword_model
                        else (args.subword_model, args.tgt_subword_model))
         src, tgt = args.inputs[0], (args.inputs[1] if len(args.inputs) == 2 else None)
+        check_outputs([args.out, args.forward_out, args.reverse_out, args.scores_out, args.priors_out],
+                      [src, tgt, args.priors_in])          # before any alignment work
         options = dict(sym=args.sym, model=args.model, iterations=args.iterations, rel_iterations=args.length,
                        n_samplers=args.n_samplers, null_prior=args.null_prior, seed=args.seed,
                        chunk_size=args.chunk_size, skip_bad=args.skip_bad, quiet=args.quiet,

@@ -15,7 +15,7 @@ import logging
 import sys
 
 from xlpe.errors import ConfigError
-from xlpe.io.atomic import write_lines
+from xlpe.io.atomic import check_outputs, write_lines
 from xlpe.io.text import read_sentences
 from xlpe.reorder.btg import BTGConfig, BTGPreorderer, parse_loss_profile
 from xlpe.reorder.oracle import training_ranks
@@ -67,6 +67,9 @@ def add_cli_arguments(p: argparse.ArgumentParser) -> None:
 
 def cli_main(args: argparse.Namespace) -> int:
     if args.preorder_command == "train":
+        if args.iterations < 1:
+            raise ConfigError(f"--iterations must be >= 1, not {args.iterations} (0 would write an untrained model)")
+        check_outputs([args.model], [args.src, args.align, args.lader_align, args.tgt])
         if args.init:
             model = BTGPreorderer.load(args.init)
         else:

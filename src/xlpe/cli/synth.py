@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 
 from xlpe.config import add_dataclass_arguments, apply_sets, build, merge_sources, read_toml
 from xlpe.data.synthetic import SyntheticConfig, load_config, synth
+from xlpe.errors import ConfigError
 
 
 def add_cli_arguments(parser: argparse.ArgumentParser) -> None:
@@ -43,6 +45,10 @@ def config_from_args(args: argparse.Namespace) -> SyntheticConfig:
 
 def cli_main(args: argparse.Namespace) -> int:
     """Run ``xlpe synth``; returns 0. Bad options raise :class:`~xlpe.errors.ConfigError`."""
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        raise ConfigError(f"--out {args.out} is a file; synth writes a folder of files")
+    if min(args.train, args.dev, args.test) < 0:
+        raise ConfigError("--train, --dev and --test must be >= 0")
     cfg = config_from_args(args)
     sizes = {"train": args.train, "dev": args.dev, "test": args.test}
     paths = synth(args.out, cfg, sizes, dedup=args.dedup, progress=args.progress)
