@@ -1,8 +1,8 @@
 """``xlpe experiment NAME``: the recipes that reproduce the papers' tables at small scale.
 
-A recipe module (``xlpe.experiments.<name>``) provides ``TOML_TABLES`` (its config tables), ``TABLES`` (what
-``--only`` may name), ``load_config(path, sets)`` and ``run_experiment(cfg, out, only)``; :data:`RECIPES` names
-them, and every recipe gets the same options here.
+A recipe module (``xlpe.experiments.<name>``) provides ``TABLES`` (what ``--only`` may name), ``load_config(path,
+sets)`` and ``run_experiment(cfg, out, only)``; its config extends :class:`~xlpe.experiments.recipe.RecipeConfig`,
+so every recipe reads the same TOML tables. :data:`RECIPES` names them, and every recipe gets the same options here.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import importlib
 from pathlib import Path
 
 from xlpe.config import add_config_arguments
+from xlpe.experiments.recipe import TOML_TABLES
 
 #: recipe name -> (module, one-line help)
 RECIPES: dict[str, tuple[str, str]] = {
@@ -27,7 +28,7 @@ def add_cli_arguments(p: argparse.ArgumentParser) -> None:
     for name, (mod, help_) in RECIPES.items():
         sp = sub.add_parser(name, help=help_, description=help_, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
         module = importlib.import_module(mod)
-        add_config_arguments(sp, module.TOML_TABLES, f" (see {mod} and examples/)")
+        add_config_arguments(sp, TOML_TABLES, f" (see {mod} and examples/)")
         sp.add_argument("--out", required=True, help="output folder: cached stages, runs, report.md, results.json, "
                                                     "plots/")
         sp.add_argument("--only", nargs="+", choices=module.TABLES, default=None,

@@ -26,12 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from xlpe.config import apply_sets, build, read_toml
 from xlpe.errors import ConfigError
 from xlpe.evaluate.bleu import tokenized_by_design
 from xlpe.experiments.cache import file_sig, run_stage
 from xlpe.experiments.nmt_runs import STOPS, measure_cost, run_grid
-from xlpe.experiments.stages import (DataSpec, align_stage, data_stage, parse_stage, preorder_stage, read_text,
+from xlpe.experiments.recipe import RecipeConfig
+from xlpe.experiments.stages import (align_stage, data_stage, parse_stage, preorder_stage, read_text,
                                      subword_stage)
 from xlpe.experiments.summary import fmt, system_summary
 from xlpe.experiments.systems import LABELS, SYSTEMS, pe_list
@@ -41,7 +41,6 @@ from xlpe.runtime import versions
 log = logging.getLogger("xlpe.experiments.structural_pe")
 
 TABLES = ("table1",)
-TOML_TABLES = ("data", "experiment", "model", "train")
 #: Wang et al. Table 1, in the paper's order
 ABLATION = ("none", "abs-stru", "rel-stru", "abs-seq", "abs-seq+abs-stru", "abs-seq+both-stru", "rel-seq",
             "rel-seq+abs-stru", "rel-seq+both-stru")
@@ -74,46 +73,25 @@ class StructExperiment:
 
 
 @dataclass
-class StructConfig:
-    data: DataSpec = field(default_factory=DataSpec)
+class StructConfig(RecipeConfig):
+    EXPERIMENT = StructExperiment
     experiment: StructExperiment = field(default_factory=StructExperiment)
-    model: dict[str, Any] = field(default_factory=lambda: {"preset": "small"})
-    train: dict[str, Any] = field(default_factory=lambda: {"max_updates": 2000})
 
     def validate(self) -> "StructConfig":
-        e, d = self.experiment, self.data
+        super().validate()
+        e = self.experiment
         for s in e.systems + e.compose:
             if s not in SYSTEMS:
                 raise ConfigError(f"unknown system {s!r}; valid: {', '.join(SYSTEMS)}")
             pe_list(s)
         if "abs-seq" not in e.systems:
             raise ConfigError("experiment.systems must include 'abs-seq' (the baseline)")
-        if not e.seeds:
-            raise ConfigError("experiment.seeds is empty")
-        if not set(STOPS) & set(self.train):
-            raise ConfigError("[train] needs a budget: max_updates and/or max_time_minutes (the same for every run)")
-        if not d.builtin:
-            for k in ("train_src", "train_tgt", "test_src", "test_tgt"):
-                if not getattr(d, k):
-                    raise ConfigError(f"[data] {k} is required unless builtin is set")
-        if e.cost_rounds < 0 or e.cost_updates < 2:
-            raise ConfigError("experiment.cost_rounds must be >= 0 and experiment.cost_updates >= 2")
         return self
-
-    @classmethod
-    def from_dict(cls, doc: dict[str, Any], source: str = "config") -> "StructConfig":
-        unknown = sorted(set(doc) - set(TOML_TABLES))
-        if unknown:
-            raise ConfigError(f"{source}: unknown table(s) {unknown}; expected {', '.join(TOML_TABLES)}")
-        return cls(build(DataSpec, doc.get("data", {}), f"{source} [data]"),
-                   build(StructExperiment, doc.get("experiment", {}), f"{source} [experiment]"),
-                   {"preset": "small", **doc.get("model", {})},
-                   dict(doc.get("train", {"max_updates": 2000}))).validate()
 
 
 def load_config(path: str | None, sets: list[str]) -> StructConfig:
     """``--config`` TOML, then ``--set section.key=value`` overrides."""
-    return StructConfig.from_dict(apply_sets(read_toml(path) if path else {}, sets), path or "--set")
+    return StructConfig.load(path, sets)
 
 
 def _trees(cfg: StructConfig, out: Path, p: dict) -> dict[str, str]:

@@ -38,7 +38,6 @@ when the command is repeated, so a table too large for one sitting fills up over
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import logging
 import os
@@ -47,12 +46,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from xlpe.config import apply_sets, build, read_toml
 from xlpe.errors import ConfigError
 from xlpe.evaluate.bleu import tokenized_by_design
 from xlpe.experiments.cache import file_sig, run_stage
 from xlpe.experiments.nmt_runs import STOPS, measure_cost, run_grid
-from xlpe.experiments.stages import DataSpec, align_stage, data_stage, preorder_stage, read_text, subword_stage
+from xlpe.experiments.recipe import RecipeConfig
+from xlpe.experiments.stages import align_stage, data_stage, preorder_stage, read_text, subword_stage
 from xlpe.experiments.systems import ENCODER_FREE, SYSTEMS, pe_list
 from xlpe.experiments.xl_pe_report import plot_figures, render_report, summarise
 from xlpe.io.atomic import atomic_write
@@ -63,7 +62,6 @@ log = logging.getLogger("xlpe.experiments.xl_pe")
 
 XL_OPTIONS = ("tau", "tau_ratio", "layers", "xl_fusion_param")
 TABLES = ("table1", "fig3", "table3", "table4", "fig4")
-TOML_TABLES = ("data", "experiment", "model", "train")
 
 
 @dataclass
@@ -113,13 +111,12 @@ class XLExperiment:
 
 
 @dataclass
-class XLConfig:
-    data: DataSpec = field(default_factory=DataSpec)
+class XLConfig(RecipeConfig):
+    EXPERIMENT = XLExperiment
     experiment: XLExperiment = field(default_factory=XLExperiment)
-    model: dict[str, Any] = field(default_factory=lambda: {"preset": "small"})
-    train: dict[str, Any] = field(default_factory=lambda: {"max_updates": 2000})
 
     def validate(self) -> "XLConfig":
+        super().validate()
         e, d = self.experiment, self.data
         for s in e.systems + e.alignment_systems + [e.noise_system]:
             if s not in SYSTEMS:
@@ -150,42 +147,9 @@ class XLConfig:
         unknown = sorted(set(e.pe_options) - set(XL_OPTIONS))
         if unknown:
             raise ConfigError(f"experiment.pe_options {unknown} unknown; valid: {', '.join(XL_OPTIONS)}")
-        for key in e.chosen_on:
-            section, _, name = key.partition(".")
-            table = {"data": dataclasses.asdict(d), "experiment": dataclasses.asdict(e), "model": self.model,
-                     "train": self.train}.get(section)
-            if table is None or name.split(".")[0] not in table:
-                raise ConfigError(f"experiment.chosen_on names {key!r}, which is not a setting of this config "
-                                  "(SECTION.KEY, e.g. train.max_updates)")
-        if not e.seeds:
-            raise ConfigError("experiment.seeds is empty")
-        if e.cost_rounds < 0 or e.cost_updates < 2:
-            raise ConfigError("experiment.cost_rounds must be >= 0 and experiment.cost_updates >= 2")
-        if not d.builtin:
-            for k in ("train_src", "train_tgt", "test_src", "test_tgt"):
-                if not getattr(d, k):
-                    raise ConfigError(f"[data] {k} is required unless builtin is set")
-                if not Path(getattr(d, k)).exists():
-                    raise ConfigError(f"[data] {k}: {getattr(d, k)} does not exist")
         if e.alignment_systems and not (d.builtin or d.gold_align):
             log.warning("no gold alignments ([data] gold_align): Table 3 is skipped")
-        if not set(STOPS) & set(self.train):
-            raise ConfigError("[train] needs a budget: max_updates and/or max_time_minutes (the same for every run)")
         return self
-
-    @classmethod
-    def from_dict(cls, doc: dict[str, Any], source: str = "config") -> "XLConfig":
-        unknown = sorted(set(doc) - set(TOML_TABLES))
-        if unknown:
-            raise ConfigError(f"{source}: unknown table(s) {unknown}; expected {', '.join(TOML_TABLES)}")
-        data = build(DataSpec, doc.get("data", {}), f"{source} [data]")
-        experiment = build(XLExperiment, doc.get("experiment", {}), f"{source} [experiment]")
-        model = {"preset": "small", **doc.get("model", {})}
-        train = dict(doc.get("train", {"max_updates": 2000}))
-        return cls(data, experiment, model, train).validate()
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
 
 def required_inputs_of(system: str) -> set[str]:
@@ -352,5 +316,4 @@ def run_experiment(cfg: XLConfig, out: str | os.PathLike, only: list[str] | None
 
 def load_config(path: str | None, sets: list[str]) -> XLConfig:
     """``--config`` TOML, then ``--set section.key=value`` overrides (TOML values)."""
-    doc = read_toml(path) if path else {}
-    return XLConfig.from_dict(apply_sets(doc, sets), path or "--set")
+    return XLConfig.load(path, sets)
