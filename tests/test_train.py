@@ -99,6 +99,29 @@ def test_combine_losses():
         combine_losses(nll, {"loss_x": torch.tensor(1.0)}, {})
 
 
+def test_aux_loss_modes_paper_and_fairseq():
+    """SPEC §6.3: 'paper' adds λ·L_pe to the per-token NLL; 'fairseq' is (1-λ)·NLL_sum + λ·L_pe, which the token
+    count then divides."""
+    nll_sum, ntok, mse = torch.tensor(40.0), 20, torch.tensor(3.0)
+    paper, _ = combine_losses(nll_sum, {"loss_dpe": mse}, {"loss_dpe": 0.5}, ntokens=ntok)
+    assert paper.item() / ntok == pytest.approx(40.0 / 20 + 0.5 * 3.0)
+    fs, parts = combine_losses(nll_sum, {"loss_dpe": mse}, {"loss_dpe": 0.5}, mode="fairseq", ntokens=ntok)
+    assert fs.item() / ntok == pytest.approx((0.5 * 40.0 + 0.5 * 3.0) / 20) and parts["loss_dpe"].item() == 3.0
+    assert combine_losses(nll_sum, {"loss_dpe": mse}, {"loss_dpe": 0.0}, mode="fairseq")[0].item() == 40.0
+    with pytest.raises(ConfigError, match="at most 1"):
+        combine_losses(nll_sum, {"loss_dpe": mse}, {"loss_dpe": 1.5}, mode="fairseq")
+    with pytest.raises(ConfigError, match="mode"):
+        combine_losses(nll_sum, {}, {}, mode="sum")
+
+
+@pytest.mark.parametrize("kw, match", [({"aux_weights": {"loss_dpe": -0.1}}, "aux_weights must be >= 0"),
+                                       ({"aux_loss_mode": "x"}, "aux_loss_mode"),
+                                       ({"aux_loss_mode": "fairseq", "aux_weights": {"loss_dpe": 2.0}}, "at most 1")])
+def test_bad_aux_loss_settings_fail_before_training(kw, match):
+    with pytest.raises(ConfigError, match=match):
+        TrainConfig(**kw)
+
+
 # -- schedules ---------------------------------------------------------------------------------------------
 
 def test_inverse_sqrt_values():

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from xlpe.config import option
 from xlpe.errors import ConfigError
 from xlpe.runtime import AMP_MODES
+from xlpe.train.losses import AUX_LOSS_MODES
 from xlpe.train.schedule import KINDS as SCHEDULES, Schedule
 
 
@@ -109,6 +110,10 @@ class TrainConfig:
     aux_weights: dict[str, float] = option(help="weight of an auxiliary loss the model returns, NAME=W, over the "
                                                 "default its encoding declares (0 switches one off)",
                                            factory=dict, metavar="NAME=W")
+    aux_loss_mode: str = option("paper", "how auxiliary losses enter the objective: 'paper' adds w·aux to the per-token "
+                                         "translation loss (Zheng et al.; SPEC §6.3 dpe_loss_mode='paper'); 'fairseq' is "
+                                         "the DPE code's (1-w)·loss_sum + w·aux, then divided by the token count",
+                                choices=AUX_LOSS_MODES)
     # batching
     max_tokens: int = option(4096, "token budget of one batch, padding included (per process)")
     max_sentences: int | None = option(None, "cap on sentences per batch")
@@ -165,6 +170,14 @@ class TrainConfig:
             bad.append("limits and intervals must be >= 0")
         if self.log_every < 1:
             bad.append("log_every must be >= 1")
+        neg = sorted(k for k, w in self.aux_weights.items() if not w >= 0)
+        if neg:
+            bad.append(f"aux_weights must be >= 0 (got {', '.join(f'{k}={self.aux_weights[k]}' for k in neg)})")
+        if self.aux_loss_mode not in AUX_LOSS_MODES:
+            bad.append(f"aux_loss_mode must be one of {', '.join(AUX_LOSS_MODES)}, not {self.aux_loss_mode!r}")
+        elif self.aux_loss_mode == "fairseq" and sum(self.aux_weights.values()) > 1:
+            bad.append("aux_loss_mode='fairseq' weighs the translation loss by 1 - sum(aux_weights): the weights "
+                       "must sum to at most 1")
         if bad:
             raise ConfigError("invalid TrainConfig: " + "; ".join(bad))
 
@@ -175,5 +188,5 @@ class TrainConfig:
 
 #: the fields whose change on resumption would change what the remaining run computes
 RESUME_FIXED = ("seed", "lr", "betas", "adam_eps", "weight_decay", "schedule", "warmup", "warmup_init_lr",
-                 "label_smoothing", "clip_norm", "aux_weights", "max_tokens", "max_sentences", "update_freq",
+                 "label_smoothing", "clip_norm", "aux_weights", "aux_loss_mode", "max_tokens", "max_sentences", "update_freq",
                  "bucket", "amp", "batch_multiple")

@@ -98,23 +98,43 @@ def label_smoothed_nll(logits: torch.Tensor, target: torch.Tensor, epsilon: floa
     return loss / n, nll / n
 
 
-def combine_losses(loss: torch.Tensor, aux: Mapping[str, torch.Tensor] | None,
-                   weights: Mapping[str, float]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """``loss + Σ_k weights[k]·aux[k]``, and the weighted terms for logging.
+#: how auxiliary losses enter the objective (TrainConfig.aux_loss_mode; SPEC §6.3's dpe_loss_mode)
+AUX_LOSS_MODES = ("paper", "fairseq")
+
+
+def combine_losses(loss: torch.Tensor, aux: Mapping[str, torch.Tensor] | None, weights: Mapping[str, float], *,
+                   mode: str = "paper", ntokens: int | float = 1) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """The training objective from the translation loss and the model's auxiliary losses, and the aux terms
+    for logging.
+
+    ``loss`` is the translation loss *summed* over ``ntokens`` target tokens (or a mean with ``ntokens=1``); the
+    caller divides the result by the token count. ``mode='paper'`` (Zheng et al.'s "summed with the standard
+    Transformer loss"): ``loss + ntokens·Σ_k w_k·aux_k``, i.e. per token ``L_nll + Σ λ·L_aux``. ``mode='fairseq'``
+    (the DPE code's criterion): ``(1 − Σ_k w_k)·loss + Σ_k w_k·aux_k``, so after the division by the token count
+    an aux loss weighs about ``λ/ntokens`` against the per-token NLL (SPEC §6.3).
 
     Every aux loss the model returns needs a weight (0 switches it off explicitly); an aux loss without
     one raises :class:`ConfigError` naming it.
     """
-    total = loss
-    parts: dict[str, torch.Tensor] = {}
+    if mode not in AUX_LOSS_MODES:
+        raise ConfigError(f"aux loss mode must be one of {', '.join(AUX_LOSS_MODES)}, not {mode!r}")
+    terms: dict[str, tuple[float, torch.Tensor]] = {}
     for k, v in (aux or {}).items():
         if not torch.is_tensor(v) or v.dim() != 0:
             continue          # aux may also carry non-loss outputs (e.g. attention); only scalars are losses
         if k not in weights:
             raise ConfigError(f"the model returned the auxiliary loss {k!r} but no weight is configured for it "
                               f"(set aux_weights, e.g. --aux-weight {k}=0.5, or 0 to switch it off)")
-        w = float(weights[k])
+        terms[k] = (float(weights[k]), v)
+    lam = sum(w for w, _ in terms.values())
+    if mode == "fairseq" and lam > 1:
+        raise ConfigError(f"aux loss mode 'fairseq' weighs the translation loss by 1 - {lam:g}: the weights "
+                          f"{ {k: w for k, (w, _) in terms.items()} } must sum to at most 1")
+    total = loss if mode == "paper" or lam == 0 else (1.0 - lam) * loss
+    scale = float(ntokens) if mode == "paper" else 1.0
+    parts: dict[str, torch.Tensor] = {}
+    for k, (w, v) in terms.items():
         parts[k] = v.detach()
         if w != 0.0:
-            total = total + w * v.float()
+            total = total + (w * scale) * v.float()
     return total, parts

@@ -192,6 +192,7 @@ def train(model_cfg, train_cfg: TrainConfig, data: DataConfig) -> TrainResult:
             raise ConfigError("train_src and train_tgt are required")
         cache = out / "cache" if cfg.cache_data else None
         aux_weights = aux_loss_weights(mcfg, cfg.aux_weights)
+        combine_losses(torch.zeros(()), {k: torch.zeros(()) for k in aux_weights}, aux_weights, mode=cfg.aux_loss_mode)  # refuses bad weights now, not at the first batch
         train_reads = required_inputs(mcfg) | required_targets(mcfg)
         train_specs = data.channel_specs("train", train_reads)
         check_channels(mcfg, train_specs, "training", training=True)
@@ -350,11 +351,12 @@ def train(model_cfg, train_cfg: TrainConfig, data: DataConfig) -> TrainResult:
                                                            ignore_index=PAD_ID, reduction="sum",
                                                            overwrite_logits=True)
                     del logits          # now the loss's softmax buffer: nothing else may read it
-                    obj, parts = combine_losses(loss_sum, {n: v * b.ntokens for n, v in aux.items()
-                                                           if torch.is_tensor(v) and v.dim() == 0}, aux_weights)
+                    obj, parts = combine_losses(loss_sum, aux, aux_weights, mode=cfg.aux_loss_mode,
+                                                ntokens=b.ntokens)
                     obj = obj * scale
                     (scaler.scale(obj) if scaler is not None else obj).backward()
-                interval.add(loss_sum.item(), nll_sum.item(), b.ntokens, len(b), {n: p.item() for n, p in parts.items()})
+                interval.add(loss_sum.item(), nll_sum.item(), b.ntokens, len(b),
+                             {n: p.item() * b.ntokens for n, p in parts.items()})
             interval.lr = optimizer.param_groups[0]["lr"]          # the rate this update uses
             if scaler is not None:
                 scaler.unscale_(optimizer)
