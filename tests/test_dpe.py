@@ -115,3 +115,25 @@ def test_train_with_dpe_targets_translate_without(toy, tmp_path):
     with pytest.raises(ConfigError, match="dpe_target"):
         train(tiny_model_config(pe=["dpe"]), quick_train_config(tmp_path / "r2", max_updates=1),
               DataConfig(train_src=str(toy["src"]), train_tgt=str(toy["tgt"]), subword_model=str(toy["spm"])))
+
+
+@pytest.mark.parametrize("mode", ["paper", "fairseq"])
+def test_both_loss_modes_train(toy, tmp_path, mode):
+    """SPEC §6.3: the paper's objective and the DPE code's compatibility mode both train and log loss_dpe; the
+    trainer refuses a fairseq weight above 1 before the first batch."""
+    from xlpe.train import DataConfig, train
+
+    dpe = tmp_path / "train.dpe"
+    dpe.write_text("0-1 1-0\n" * len(open(toy["src"]).read().splitlines()))
+    data = DataConfig(train_src=str(toy["src"]), train_tgt=str(toy["tgt"]), subword_model=str(toy["spm"]),
+                      train_channels={"dpe_target": "dpe:" + str(dpe)})
+    train(tiny_model_config(pe=["dpe"]), quick_train_config(tmp_path / "run", max_updates=2, log_every=1,
+                                                            aux_loss_mode=mode), data)
+    rows = open(tmp_path / "run" / "train_log.csv").read().splitlines()
+    col = rows[0].split(",").index("loss_dpe")
+    assert all(float(r.split(",")[col]) > 0 for r in rows[1:])
+    if mode == "fairseq":
+        with pytest.raises(ConfigError, match="at most 1"):
+            train(tiny_model_config(pe=["dpe"]),
+                  quick_train_config(tmp_path / "r2", max_updates=1, aux_loss_mode=mode,
+                                     aux_weights={"loss_dpe": 1.5}), data)

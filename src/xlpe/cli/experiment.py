@@ -20,6 +20,8 @@ RECIPES: dict[str, tuple[str, str]] = {
                                         "Combination)"),
     "structural-pe": ("xlpe.experiments.structural_pe", "Wang et al. 2019: the structural PE ablation (Table 1), "
                                                         "Table 2 analogue and the composition with XL PE"),
+    "dpe": ("xlpe.experiments.dpe", "Zheng et al.: DPE (Tables 3-5 analogues: DPE vs baseline, the λ sweep, a "
+                                    "deeper control), 2PT (Table 2) and DPE against XL PE"),
 }
 
 

@@ -116,7 +116,9 @@ def run_grid(out: Path, systems: dict[str, dict], seeds: list[int], *, key: dict
              **common: Any) -> dict[str, dict]:
     """:func:`run_system` for every system and seed, cached and resumable as ``out/<system>/seed<k>``.
 
-    ``systems`` maps a name to its run options (``pe``, ``pe_options``, ``encoder_free``, ``noise``); ``key``
+    ``systems`` maps a name to its run options (``pe``, ``pe_options``, ``encoder_free``, ``noise``, and overrides
+    of the common arguments: ``model`` and ``train`` entries merged into ``model`` / ``train_opts``,
+    ``train_channels`` replacing channels of the same name: a deeper control, a loss weight); ``key``
     holds everything else that changes a run's result (model, budget, data signatures) and enters each run's
     cache key with the options, the seed and whether it aligns the gold set (systems in ``gold_for``). Threads
     and jobs are not in the key: they change the speed, not the model a budget of updates trains, so a table
@@ -138,11 +140,20 @@ def run_grid(out: Path, systems: dict[str, dict], seeds: list[int], *, key: dict
             fn = functools.partial(run_system, pe=ro["pe"], pe_options=ro.get("pe_options", {}),
                                    encoder_free=ro.get("encoder_free", False), noise=ro.get("noise", 0.0),
                                    seed=seed, gold=gold if want_gold else None,
-                                   more_gold=more_gold if want_gold else None, **common)
+                                   more_gold=more_gold if want_gold else None, **_overridden(common, ro))
             tasks.append((out, f"{name}/seed{seed}", params, fn))
             keys.append(f"{name}/seed{seed}")
     log.info("%d runs (%d systems x %d seeds), %d at a time", len(tasks), len(systems), len(seeds), jobs)
     return dict(zip(keys, run_stages(tasks, jobs)))
+
+
+def _overridden(common: dict, ro: dict) -> dict:
+    """``common`` run arguments with a system's ``model`` / ``train`` / ``train_channels`` overrides merged in."""
+    out = dict(common)
+    for k, arg in (("model", "model"), ("train", "train_opts"), ("train_channels", "train_channels")):
+        if ro.get(k):
+            out[arg] = {**(common.get(arg) or {}), **ro[k]}
+    return out
 
 
 def _reads(mcfg, training: bool = False) -> set[str]:
@@ -187,7 +198,8 @@ def measure_cost(out_dir: Path, systems: dict[str, tuple[list[str], dict]], *, m
                  rounds: int, updates: int, seed: int = 1) -> dict:
     """Training speed of each system relative to the first, measured in interleaved rounds.
 
-    ``systems`` maps a name to ``(pe, pe_options)``; the first is the reference. Every system trains with the
+    ``systems`` maps a name to ``(pe, pe_options)`` or ``(pe, pe_options, overrides)`` (``model`` / ``train`` /
+    ``train_channels`` as in :func:`run_grid`); the first is the reference. Every system trains with the
     recipe's own model, optimiser, batches and data, through :func:`xlpe.train.trainer.train`. Round ``r``
     takes every system in turn from update ``r·updates`` to ``(r+1)·updates``, resuming its checkpoint, so
     that all systems meet the same machine noise. Round 0 is warm-up and is not counted. The tokens/s of a
@@ -202,12 +214,15 @@ def measure_cost(out_dir: Path, systems: dict[str, tuple[list[str], dict]], *, m
     opts = {k: v for k, v in train_opts.items() if k not in STOPS + ("save_every", "log_every")}
     tps: dict[str, list[float]] = {n: [] for n in systems}
     for r in range(rounds + 1):
-        for name, (pe, pe_options) in systems.items():
+        for name, (pe, pe_options, *over) in systems.items():
+            o = _overridden({"model": model, "train_opts": opts, "train_channels": train_channels},
+                            over[0] if over else {})
             mcfg, tcfg, dcfg = _train_configs(
-                out_dir / name, pe=pe, pe_options=pe_options, encoder_free=False, seed=seed, model=model,
-                train_opts={**opts, "max_updates": (r + 1) * updates, "save_every": updates,
+                out_dir / name, pe=pe, pe_options=pe_options, encoder_free=False, seed=seed, model=o["model"],
+                train_opts={**o["train_opts"], "max_updates": (r + 1) * updates, "save_every": updates,
                             "log_every": updates // 2, "keep_last": 1, "cache_data": True, "progress": False},
-                spm=spm, train_src=train_src, train_tgt=train_tgt, train_channels=train_channels, threads=threads)
+                spm=spm, train_src=train_src, train_tgt=train_tgt, train_channels=o["train_channels"],
+                threads=threads)
             train(mcfg, tcfg, dcfg)
             if r:
                 with open(out_dir / name / "train_log.csv", newline="") as f:

@@ -56,8 +56,7 @@ class DynamicPositionEncoding(PositionEncoding):
                               "ones, rpe and struct_rel, combine with it)")
 
     def _pe(self, pos: Tensor, ctx: EncodingContext) -> Tensor:
-        c = self.cfg
-        return sinusoid(pos, c.d_model, c.sinusoid_base, c.sinusoid_layout, c.sinusoid_freq).to(ctx.emb.dtype)
+        return model_sinusoid(pos, self.cfg).to(ctx.emb.dtype)
 
     def input_term(self, ctx: EncodingContext) -> Tensor:
         z = self.drop(ctx.emb + self._pe(ctx.seq(), ctx))
@@ -65,6 +64,7 @@ class DynamicPositionEncoding(PositionEncoding):
             z = layer(z, ctx.pad_mask)
         if self.norm is not None:
             z = self.norm(z)
+        ctx.aux["dpe_z"] = z                                       # what the DPE layers predict (probes read it)
         target = ctx.channels.get("dpe_target")
         if target is not None:
             ctx.channel("dpe_target", who=self.name)               # shape check
@@ -76,9 +76,13 @@ class DynamicPositionEncoding(PositionEncoding):
         return z
 
 
+def model_sinusoid(pos: Tensor, cfg) -> Tensor:
+    """``PE(pos)``: the rows of the model's own sinusoid table (its base, layout and frequencies; SPEC §6.3)."""
+    return sinusoid(pos, cfg.d_model, cfg.sinusoid_base, cfg.sinusoid_layout, cfg.sinusoid_freq)
+
+
 def decode_positions(z: Tensor, cfg, max_len: int) -> Tensor:
     """The position whose sinusoid row is nearest to each ``z_i`` (``(..., d)`` -> ``(...)``), over ``0..max_len-1``:
     how well the DPE layers learned the order (compare its ranks with the oracle order's)."""
-    rows = sinusoid(torch.arange(max_len, device=z.device), cfg.d_model, cfg.sinusoid_base, cfg.sinusoid_layout,
-                    cfg.sinusoid_freq).to(z.dtype)
+    rows = model_sinusoid(torch.arange(max_len, device=z.device), cfg).to(z.dtype)
     return torch.cdist(z.reshape(-1, z.shape[-1]), rows).argmin(-1).reshape(z.shape[:-1])

@@ -1,0 +1,283 @@
+"""``xlpe experiment dpe``: dynamic position encoding and 2PT (Zheng et al.) at small scale, cached and resumable.
+
+1. ``data``, ``subword``; ``align`` (eflomal + grow-diag-final-and) where the recipe needs alignments the data
+   does not give; ``dpe-*``: DPE targets at the subword level from word alignments (SPEC §6.2, §8.3) — the
+   built-in pair's generator alignments (``targets = "gold"``) or eflomal's (``"eflomal"``); ``preorder`` for
+   the XL PE systems of the comparison.
+2. ``runs``: one model per (system, seed) with the same data, budget and seeds
+   (:func:`xlpe.experiments.nmt_runs.run_grid`):
+
+   * Table 3 analogue: ``baseline`` (APE) vs ``dpe`` (λ = ``dpe_lambda``), with parameter counts; on the
+     built-in pair also ``dpe-eflomal``, DPE trained on eflomal targets instead of the generator's;
+   * Table 4 analogue: ``dpe-l<λ>`` for every λ of ``lambdas`` (λ = 0: the DPE layers without supervision);
+   * Table 5 analogue: ``deeper``, the baseline with ``dpe_layers`` more encoder layers (the paper's 8E / 10E
+     rows), so that a DPE gain is not just depth;
+   * ``xl``: DPE against XL PE (InXL, HeadXL, Combination) on the same data, seeds and budget (in none of the
+     papers);
+   * Table 2 analogue (2PT, :mod:`xlpe.experiments.twopass`): the reorderer's BLEU against the oracle reordered
+     test source, the pipeline from the source alone, and the oracle reordering (an upper bound that needs the
+     reference).
+3. ``probe``: how well each DPE model's layers learned the order on the test set (MSE, and Kendall τ of the
+   decoded positions against the oracle order and of the identity order; :mod:`xlpe.infer.dpe_probe`).
+4. ``cost``: training speed of ``dpe`` and ``deeper`` relative to the baseline in interleaved rounds.
+5. ``report``: Markdown, PNG, JSON; every comparison with the seed-aware tests of every recipe.
+
+    xlpe experiment dpe --config examples/dpe-builtin.toml --out runs/dpe-builtin
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from xlpe.errors import ConfigError
+from xlpe.evaluate.bleu import tokenized_by_design
+from xlpe.experiments.cache import file_sig, run_stage
+from xlpe.experiments.nmt_runs import STOPS, measure_cost, run_grid
+from xlpe.experiments.recipe import RecipeConfig
+from xlpe.experiments.stages import align_stage, data_stage, dpe_stage, preorder_stage, read_text, subword_stage
+from xlpe.experiments.summary import system_summary
+from xlpe.experiments.systems import pe_list
+from xlpe.experiments.twopass import UNALIGNED, reordered_stage, twopass_runs
+from xlpe.io.atomic import atomic_write
+from xlpe.runtime import versions
+
+log = logging.getLogger("xlpe.experiments.dpe")
+
+TABLES = ("table2", "table3", "table4", "table5", "xl")
+TARGETS = ("gold", "eflomal")
+
+
+@dataclass
+class DPEExperiment:
+    """``[experiment]``: what to run."""
+
+    seeds: list[int] = field(default_factory=lambda: [1, 2, 3])
+    base_seed: int = 1                       # the data's, the subword model's and the preorderer's seed
+    dpe_layers: int = 2                      # N_dpe (SPEC §6.1)
+    dpe_lambda: float = 0.5                  # λ of the dpe system (SPEC §6.3 default; choose it on dev data)
+    aux_loss_mode: str = "paper"             # SPEC §6.3: paper | fairseq
+    # the alignments DPE and 2PT learn from: gold = the built-in pair's generator alignments or [data]
+    # train_align; eflomal = eflomal + grow-diag-final-and on the training pairs
+    targets: str = "gold"
+    eflomal_targets_too: bool = True         # with targets = gold: also a DPE system on eflomal targets
+    lambdas: list[float] = field(default_factory=lambda: [0.0, 0.1, 0.3, 0.5, 1.0])     # Table 4
+    lambda_seeds: list[int] = field(default_factory=list)   # seeds of the λ sweep ([] = seeds)
+    xl_systems: list[str] = field(default_factory=lambda: ["inxl", "headxl", "combination"])
+    twopass_unaligned: str = "drop"          # SPEC §6.5: drop (the paper's example) | keep
+    reorderer_layers: int = 2                # 2PT reorderer: encoder and decoder layers
+    vocab_size: int = 8000
+    subword_model: str = ""
+    preorder_iterations: int = 3
+    preorder_level: str = "subword"
+    beam: int = 5
+    lenpen: float = 0.6
+    bootstrap_samples: int = 1000
+    threads: int = 1
+    jobs: int = 1
+    cost_rounds: int = 0
+    cost_updates: int = 10
+    chosen_on: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class DPEConfig(RecipeConfig):
+    EXPERIMENT = DPEExperiment
+    experiment: DPEExperiment = field(default_factory=DPEExperiment)
+
+    def validate(self) -> "DPEConfig":
+        super().validate()
+        e = self.experiment
+        if e.targets not in TARGETS:
+            raise ConfigError(f"experiment.targets must be one of {', '.join(TARGETS)}, not {e.targets!r}")
+        if e.targets == "gold" and not (self.data.builtin or self.data.train_align):
+            raise ConfigError("experiment.targets = 'gold' needs the built-in pair or [data] train_align; "
+                              "use targets = 'eflomal' for other data")
+        if e.twopass_unaligned not in UNALIGNED:
+            raise ConfigError(f"experiment.twopass_unaligned must be one of {', '.join(UNALIGNED)}")
+        if e.dpe_layers < 1 or e.reorderer_layers < 1:
+            raise ConfigError("experiment.dpe_layers and experiment.reorderer_layers must be >= 1")
+        if any(not lam >= 0 for lam in e.lambdas + [e.dpe_lambda]):
+            raise ConfigError(f"λ must be >= 0: dpe_lambda={e.dpe_lambda}, lambdas={e.lambdas}")
+        if e.aux_loss_mode == "fairseq" and max(e.lambdas + [e.dpe_lambda]) > 1:
+            raise ConfigError("aux_loss_mode = 'fairseq' weighs the translation loss by 1 - λ: λ must be <= 1")
+        for s in e.xl_systems:
+            if not {"xl", "inxl", "headxl", "combination"} & set(pe_list(s)):
+                raise ConfigError(f"experiment.xl_systems: {s!r} has no XL position encoding")
+        return self
+
+
+def load_config(path: str | None, sets: list[str]) -> DPEConfig:
+    """``--config`` TOML, then ``--set section.key=value`` overrides."""
+    return DPEConfig.load(path, sets)
+
+
+def lambda_name(cfg: DPEConfig, lam: float) -> str:
+    return "dpe" if lam == cfg.experiment.dpe_lambda else f"dpe-l{lam:g}"
+
+
+def _systems(cfg: DPEConfig, tables: set[str], enc_layers: int, builtin_gold: bool) -> dict[str, dict]:
+    """Run options of every system the selected tables need."""
+    e = cfg.experiment
+
+    def dpe(lam: float) -> dict:
+        return {"pe": ["dpe"], "pe_options": {"dpe_layers": e.dpe_layers},
+                "train": {"aux_weights": {"loss_dpe": lam}, "aux_loss_mode": e.aux_loss_mode}}
+    sys_: dict[str, dict] = {"baseline": {"pe": ["ape"]}, "dpe": dpe(e.dpe_lambda)}
+    if "table3" in tables and builtin_gold and e.eflomal_targets_too:
+        sys_["dpe-eflomal"] = dpe(e.dpe_lambda)        # its eflomal targets are added by run_experiment
+    if "table5" in tables:
+        sys_["deeper"] = {"pe": ["ape"], "model": {"enc_layers": enc_layers + e.dpe_layers}}
+    if "xl" in tables:
+        sys_.update({s: {"pe": pe_list(s)} for s in e.xl_systems})
+    return sys_
+
+
+def run_experiment(cfg: DPEConfig, out: str | os.PathLike, only: list[str] | None = None) -> dict:
+    """Run (or resume) the recipe; returns every number (also in ``results.json``) and the report text."""
+    from xlpe.nn.config import TransformerConfig
+
+    cfg.validate()
+    tables = set(only or TABLES)
+    bad = sorted(tables - set(TABLES))
+    if bad:
+        raise ConfigError(f"unknown table(s) {bad}; valid: {', '.join(TABLES)}")
+    out = Path(out)
+    (out / "plots").mkdir(parents=True, exist_ok=True)
+    e = cfg.experiment
+    with atomic_write(out / "config.json") as f:
+        json.dump(cfg.to_dict(), f, indent=2)
+    data = data_stage(out, cfg.data, e.base_seed)
+    p = data["paths"]
+    spm = e.subword_model or subword_stage(out, [p["train_src"], p["train_tgt"]], e.vocab_size)
+    m = dict(cfg.model)
+    enc_layers = TransformerConfig.from_preset(m.pop("preset", "small"), **m).enc_layers
+    gold_al = data.get("builtin_align") or ({"train": cfg.data.train_align} if cfg.data.train_align else {})
+    need_eflomal = e.targets == "eflomal" or ("xl" in tables and e.xl_systems) or (
+        "table3" in tables and e.eflomal_targets_too and e.targets == "gold") or "test" not in gold_al
+    eflomal = {}
+    if need_eflomal:
+        eflomal = align_stage(out, {"train": (p["train_src"], p["train_tgt"]),
+                                    "test": (p["test_src"], p["test_tgt"])},
+                              lowercase=cfg.data.align_lowercase)["paths"]
+    aligns = {s: (gold_al.get(s) if e.targets == "gold" else None) or eflomal[s] for s in ("train", "test")}
+    results: dict[str, Any] = {"data": data, "alignments": aligns, "targets": e.targets}
+    targets = {s: dpe_stage(out, src=p[f"{s}_src"], align=aligns[s], spm=spm, name=s) for s in ("train", "test")}
+    channels: dict[str, dict[str, str]] = {"train": {"dpe_target": "dpe:" + targets["train"]}, "dev": {},
+                                           "test": {}}
+    systems = _systems(cfg, tables, enc_layers, bool(gold_al) and e.targets == "gold")
+    if "dpe-eflomal" in systems:
+        eff = dpe_stage(out, src=p["train_src"], align=eflomal["train"], spm=spm, name="train-eflomal")
+        systems["dpe-eflomal"].update(train_channels={"dpe_target": "dpe:" + eff}, targets=file_sig(eff))
+    if "xl" in tables and e.xl_systems:
+        splits = {s: p[f"{s}_src"] for s in ("train", "dev", "test") if p.get(f"{s}_src")}
+        pre = preorder_stage(out, train_src=p["train_src"], train_align=eflomal["train"], splits=splits,
+                             iterations=e.preorder_iterations, seed=e.base_seed, level=e.preorder_level, spm=spm,
+                             processes=e.threads)
+        kind = "orders:" if pre["level"] == "word" else "subword-orders:"
+        for s in splits:
+            channels[s]["xl"] = kind + pre["orders"][s]
+        results["preorder"] = {k: v for k, v in pre.items() if k != "orders"}
+    key = {"model": cfg.model, "train": cfg.train, "beam": e.beam, "lenpen": e.lenpen, "spm": file_sig(spm),
+           "channels": {s: {c: file_sig(v.split(":", 1)[1]) for c, v in ch.items()} for s, ch in channels.items()}}
+    common = dict(model=cfg.model, train_opts=cfg.train, spm=spm, beam=e.beam, lenpen=e.lenpen, threads=e.threads,
+                  tokenized_by_design=bool(cfg.data.builtin))
+    grid = dict(train_src=p["train_src"], train_tgt=p["train_tgt"], dev_src=p.get("dev_src") or None,
+                dev_tgt=p.get("dev_tgt") or None, train_channels=channels["train"], dev_channels=channels["dev"],
+                tests={"test": (p["test_src"], p["test_tgt"], channels["test"])})
+    runs = run_grid(out / "runs", systems, e.seeds, key=key, jobs=e.jobs, **grid, **common)
+    if "table4" in tables:
+        sweep = {lambda_name(cfg, lam): {"pe": ["dpe"], "pe_options": {"dpe_layers": e.dpe_layers},
+                                         "train": {"aux_weights": {"loss_dpe": lam}, "aux_loss_mode": e.aux_loss_mode}}
+                 for lam in e.lambdas if lambda_name(cfg, lam) != "dpe"}
+        runs.update(run_grid(out / "runs", sweep, e.lambda_seeds or e.seeds, key=key, jobs=e.jobs, **grid, **common))
+    if "table2" in tables:
+        reordered = reordered_stage(out, {s: (p[f"{s}_src"], aligns[s]) for s in ("train", "test")},
+                                    unaligned=e.twopass_unaligned)
+        results["reordered"] = reordered
+        runs.update(twopass_runs(out / "runs", e.seeds, key={k: v for k, v in key.items() if k != "channels"},
+                                 reordered=reordered, train_src=p["train_src"], train_tgt=p["train_tgt"],
+                                 test_src=p["test_src"], test_tgt=p["test_tgt"], reorderer_layers=e.reorderer_layers,
+                                 jobs=e.jobs, **common))
+    results["runs"] = runs
+    results["probe"] = _probe(out, runs, spm, p["test_src"], targets["test"])
+    if e.cost_rounds:
+        names = [n for n in ("baseline", "dpe", "deeper") if n in systems]
+        cost_systems = {n: (systems[n]["pe"], systems[n].get("pe_options", {}),
+                            {k: systems[n][k] for k in ("model", "train") if k in systems[n]}) for n in names}
+        params = {"systems": cost_systems, "model": cfg.model, "rounds": e.cost_rounds, "updates": e.cost_updates,
+                  "train": {k: v for k, v in cfg.train.items() if k not in STOPS}, "threads": e.threads,
+                  "files": key["channels"]["train"]}
+        results["cost"] = run_stage(out, "cost", params, lambda d: measure_cost(
+            d, cost_systems, model=cfg.model, train_opts=cfg.train, spm=spm, train_src=p["train_src"],
+            train_tgt=p["train_tgt"], train_channels=channels["train"], threads=e.threads, rounds=e.cost_rounds,
+            updates=e.cost_updates, seed=e.base_seed))
+    with tokenized_by_design() if cfg.data.builtin else contextlib.nullcontext():
+        results["summary"] = summarise(cfg, results, p)
+    from xlpe.experiments.dpe_report import plot, render_report
+    report = render_report(cfg, results, tables)
+    plot(results["summary"], out / "plots")
+    with atomic_write(out / "report.md") as f:
+        f.write(report)
+    with atomic_write(out / "results.json") as f:
+        json.dump({"config": cfg.to_dict(), "results": results, "versions": versions(),
+                   "command": " ".join(["xlpe"] + sys.argv[1:])}, f, indent=2, default=str)
+    return {"report": report, "results": results}
+
+
+def _probe(out: Path, runs: dict, spm: str, test_src: str, test_targets: str) -> dict:
+    """:func:`xlpe.infer.dpe_probe.dpe_order_quality` of every DPE run's final model, cached per run."""
+    res = {}
+    for name, r in runs.items():
+        if "dpe" not in r["pe"]:
+            continue
+        from xlpe.nn.checkpoint import latest_checkpoint
+        ck = latest_checkpoint(out / "runs" / name / "train")
+        if ck is None:
+            log.warning("no checkpoint in %s: not probed", out / "runs" / name / "train")
+            continue
+
+        def fn(d: Path, ck=ck) -> dict:
+            from xlpe.infer.dpe_probe import dpe_order_quality
+            from xlpe.nn.checkpoint import load_model
+            model, _, (sw, _) = load_model(ck)
+            return dpe_order_quality(model, sw, read_text(test_src), test_targets)
+        res[name] = run_stage(out / "probe", name.replace("/", "-"),
+                              {"checkpoint": file_sig(ck), "test": file_sig(test_src, test_targets, spm)}, fn)
+    return res
+
+
+def summarise(cfg: DPEConfig, results: dict, p: dict) -> dict:
+    """Every system's mean ± std over its seeds and its seed-aware comparisons: DPE, the deeper control and the
+    XL systems against the baseline (and the XL systems against DPE), λ = 0 against the baseline, 2PT against
+    the baseline; the reorderer against the oracle reordered source."""
+    e, runs = cfg.experiment, results["runs"]
+    refs = {"test": read_text(p["test_tgt"])}
+    names = sorted({k.rsplit("/", 1)[0] for k in runs})
+    s: dict[str, Any] = {}
+    for n in names:
+        seeds = e.lambda_seeds if n.startswith("dpe-l") and e.lambda_seeds else e.seeds
+        if n == "2pt-reorderer":
+            s[n] = system_summary(runs, n, None, {"test": read_text(results["reordered"]["test"])}, seeds=seeds,
+                                  resamples=e.bootstrap_samples)
+            continue
+        s[n] = system_summary(runs, n, "baseline" if n != "baseline" else None, refs, seeds=seeds,
+                              resamples=e.bootstrap_samples)
+        if n == "2pt":
+            s[n]["oracle"] = system_summary(runs, n, None, {"oracle": refs["test"]}, seeds=seeds,
+                                            resamples=e.bootstrap_samples)["tests"]["oracle"]
+        if n in e.xl_systems and "dpe" in names:
+            s[n]["vs_dpe"] = system_summary(runs, n, "dpe", refs, seeds=seeds,
+                                            resamples=e.bootstrap_samples)["tests"]["test"]
+    for n, pr in results.get("probe", {}).items():
+        sysname = n.rsplit("/", 1)[0]
+        s.setdefault(sysname, {}).setdefault("probe", []).append(pr)
+    for n, c in results.get("cost", {}).get("systems", {}).items():
+        s.setdefault(n, {})["speed_vs_baseline"] = c["relative_speed"]
+    return s

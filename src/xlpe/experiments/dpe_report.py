@@ -1,0 +1,133 @@
+"""The report of ``xlpe experiment dpe`` (:mod:`xlpe.experiments.dpe`): Markdown tables and a plot."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from xlpe.experiments.summary import fmt, mean_std
+from xlpe.runtime import versions
+
+
+def _p(c: dict | None) -> str:
+    """``bootstrap / seeds`` p-values, bold when both are below 0.05."""
+    if not c:
+        return "—"
+    p = f"{c['p_bootstrap']:.3f} / " + ("n/a (1 seed)" if c["p_seeds"] is None else f"{c['p_seeds']:.3f}")
+    return f"**{p}**" if c["p_bootstrap"] < 0.05 and c["p_seeds"] is not None and c["p_seeds"] < 0.05 else p
+
+
+def _row(s: dict, n: str, label: str, extra: str = "") -> tuple[str, str | None]:
+    v = s.get(n) or {}
+    t = v.get("tests", {}).get("test")
+    if not t:
+        return f"| {label} | (not run) | | | |{extra}", None
+    c = t.get("compare_bleu")
+    d = "—" if not c else f"{c['delta']:+.2f}"
+    return (f"| {label} | {v['params']:,} | {fmt(t['bleu'], v['seeds'])} | {d} | {_p(c)} |{extra}",
+            f"- {label} vs baseline: {t['verdict_bleu']}" if c else None)
+
+
+def _probe(v: dict) -> str:
+    pr = v.get("probe")
+    if not pr:
+        return " — | — | — |"
+    mse, tau, ident = (mean_std([x[k] for x in pr]) for k in ("mse", "tau", "tau_identity"))
+    return f" {mse[0]:.4f} | {100 * tau[0]:.1f} | {100 * ident[0]:.1f} |"
+
+
+def render_report(cfg, results: dict, tables: set[str]) -> str:
+    e, s = cfg.experiment, results["summary"]
+    src = {"gold": "the built-in pair's generator alignments" if cfg.data.builtin else f"`{cfg.data.train_align}`",
+           "eflomal": "eflomal + grow-diag-final-and"}[e.targets]
+    L = [f"# DPE experiment (Zheng et al.), {len(e.seeds)} seed(s): {e.seeds}", "",
+         f"- data: {'built-in `' + cfg.data.builtin + '` pair' if cfg.data.builtin else cfg.data.train_src}; "
+         f"DPE targets and 2PT reordering from {src}, at the subword level (SPEC §6.2)",
+         f"- budget per run: {', '.join(f'{k}={v}' for k, v in cfg.train.items() if k.startswith('max_'))}; "
+         f"model: {cfg.model}; N_dpe = {e.dpe_layers}; λ = {e.dpe_lambda} ({e.aux_loss_mode} loss, SPEC §6.3)",
+         "- significance (xlpe.evaluate.significance): seed-aware paired bootstrap over test sentences / t-test over "
+         "seeds; bold only when both are below 0.05; with one seed no claim about training variance is made"]
+    claims: list[str] = []
+
+    def table(title: str, rows: list[tuple[str, str]], probe: bool = False) -> None:
+        head = "| system | params | test BLEU | Δ vs baseline | p (bootstrap / seeds) |"
+        L.extend(["", f"## {title}", "", head + (" MSE | τ % | τ % identity |" if probe else ""),
+                  "|---|---|---|---|---|" + ("---|---|---|" if probe else "")])
+        for n, label in rows:
+            line, claim = _row(s, n, label, _probe(s.get(n, {})) if probe else "")
+            L.append(line)
+            if claim and claim not in claims:
+                claims.append(claim)
+
+    if "table3" in tables:
+        rows = [("baseline", "baseline (APE)"), ("dpe", "+DPE")]
+        if "dpe-eflomal" in s:
+            rows.append(("dpe-eflomal", "+DPE, eflomal targets"))
+        table("Table 3 analogue: baseline vs DPE (MSE and τ: the DPE layers' order on the test set)", rows, True)
+    if "table4" in tables:
+        from xlpe.experiments.dpe import lambda_name
+        table("Table 4 analogue: the weight λ of the reordering loss (λ = 0: DPE layers without supervision)",
+              [(lambda_name(cfg, lam), f"λ = {lam:g}") for lam in e.lambdas], True)
+    if "table5" in tables:
+        table("Table 5 analogue: a parameter-matched control (the baseline with N_dpe more encoder layers)",
+              [("baseline", "baseline (APE)"), ("deeper", f"baseline +{e.dpe_layers} encoder layers"),
+               ("dpe", "+DPE")])
+        sp = [f"{n} {s[n]['speed_vs_baseline']:.2f}×" for n in ("dpe", "deeper") if "speed_vs_baseline" in s.get(n, {})]
+        if sp:
+            L += ["", "Training speed relative to the baseline (cost stage, interleaved rounds): " + ", ".join(sp)]
+    if "xl" in tables and e.xl_systems:
+        table("DPE against XL PE (same data, seeds and budget)", [("baseline", "baseline (APE)"), ("dpe", "+DPE")]
+              + [(n, n) for n in e.xl_systems])
+        L += ["", "| XL system vs DPE | Δ BLEU | p (bootstrap / seeds) | verdict |", "|---|---|---|---|"]
+        for n in e.xl_systems:
+            c = s.get(n, {}).get("vs_dpe", {})
+            if c.get("compare_bleu"):
+                L.append(f"| {n} | {c['compare_bleu']['delta']:+.2f} | {_p(c['compare_bleu'])} | {c['verdict_bleu']} |")
+    if "table2" in tables and "2pt" in s:
+        r, t = s.get("2pt-reorderer", {}), s["2pt"]
+        L += ["", f"## Table 2 analogue: the two-pass pipeline (unaligned words: {e.twopass_unaligned}; reorderer "
+                  f"{e.reorderer_layers}+{e.reorderer_layers} layers)", "",
+              "| what | BLEU | p vs baseline (bootstrap / seeds) |", "|---|---|---|"]
+        if r.get("tests"):
+            L.append(f"| reorderer vs the oracle reordered test source | {fmt(r['tests']['test']['bleu'], r['seeds'])} "
+                     f"| — |")
+        b = s.get("baseline", {}).get("tests", {}).get("test")
+        if b:
+            L.append(f"| baseline (APE) | {fmt(b['bleu'], s['baseline']['seeds'])} | — |")
+        tt = t["tests"]["test"]
+        L.append(f"| 2PT: source → reorderer → translator | {fmt(tt['bleu'], t['seeds'])} | "
+                 f"{_p(tt.get('compare_bleu'))} |")
+        if t.get("oracle"):
+            L.append(f"| 2PT with oracle reordering (upper bound: needs the reference) | "
+                     f"{fmt(t['oracle']['bleu'], t['seeds'])} | — |")
+        if tt.get("verdict_bleu"):
+            claims.append(f"- 2PT vs baseline: {tt['verdict_bleu']}")
+    if claims:
+        L += ["", "## Claims", ""] + claims
+    if e.chosen_on:
+        L += ["", "## Choices and the data they were made on", ""] + [f"- `{k}`: {v}" for k, v in e.chosen_on.items()]
+    L += ["", "## Run", "", f"- command: `{' '.join(['xlpe'] + sys.argv[1:])}`",
+          "- versions: " + ", ".join(f"{k} {v}" for k, v in versions().items())]
+    return "\n".join(L) + "\n"
+
+
+def plot(summary: dict, out: Path) -> None:
+    """``plots/bleu.png``: test BLEU (mean ± std over seeds) of every system the recipe ran."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    names = [n for n, v in summary.items() if v.get("tests", {}).get("test") and n != "2pt-reorderer"]
+    if not names:
+        return
+    fig, ax = plt.subplots(figsize=(max(5.0, 0.7 * len(names)), 3.4))
+    ax.bar(names, [summary[n]["tests"]["test"]["bleu"][0] for n in names],
+           yerr=[summary[n]["tests"]["test"]["bleu"][1] for n in names], capsize=3, color="#4878a8")
+    ax.set(ylabel="test BLEU", title="DPE, its controls, XL PE and 2PT")
+    ax.tick_params(axis="x", labelrotation=40)
+    fig.tight_layout()
+    path = out / "bleu.png"
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    os.replace(tmp, path)

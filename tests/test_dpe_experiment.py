@@ -1,0 +1,137 @@
+"""`xlpe experiment dpe` on a tiny built-in pair (Tables 2-5 analogues, caching, early config errors), the 2PT
+reordered-source stage, and the probe of what DPE layers learned."""
+
+import json
+
+import pytest
+import torch
+
+from xlpe.cli import main
+from xlpe.errors import ConfigError
+from xlpe.experiments.dpe import load_config
+from xlpe.experiments.twopass import reordered_stage
+
+from _nmt_toy import tiny_model_config, toy  # noqa: F401  (toy is a fixture)
+
+TINY = """
+[data]
+builtin = "sov"
+builtin_sizes = [240, 20, 20]
+[experiment]
+seeds = [1]
+lambdas = [0.0, 0.5]
+xl_systems = []
+eflomal_targets_too = false
+vocab_size = 300
+beam = 2
+bootstrap_samples = 30
+[model]
+preset = "tiny"
+d_model = 16
+n_heads = 2
+d_ff = 32
+enc_layers = 1
+dec_layers = 1
+[train]
+max_updates = 2
+max_tokens = 300
+warmup = 2
+"""
+
+
+def test_dpe_recipe_end_to_end(tmp_path):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(TINY)
+    out = tmp_path / "out"
+    assert main(["experiment", "dpe", "--config", str(cfg), "--out", str(out)]) == 0
+    res = json.loads((out / "results.json").read_text())["results"]
+    runs, s = res["runs"], res["summary"]
+    assert set(runs) == {f"{n}/seed1" for n in ("baseline", "dpe", "dpe-l0", "deeper", "2pt-reorderer", "2pt")}
+    # Table 5: the deeper control has exactly the parameters of DPE (N_dpe = 2 more encoder layers)
+    assert s["deeper"]["params"] == s["dpe"]["params"] > s["baseline"]["params"]
+    # λ = 0: DPE layers trained without the reordering loss (the weight reaches the trainer)
+    assert runs["dpe-l0/seed1"]["pe"] == ["dpe"]
+    started = json.loads((out / "runs" / "dpe-l0" / "seed1" / "started.json").read_text())
+    assert started["params"]["run"]["train"]["aux_weights"] == {"loss_dpe": 0.0}
+    # 2PT: the reorderer is 2+2 layers, the translator reads its output and the oracle reordering
+    assert set(runs["2pt/seed1"]["tests"]) == {"test", "oracle"}
+    assert runs["2pt/seed1"]["tests"]["test"]["hyp"] != runs["2pt/seed1"]["tests"]["oracle"]["hyp"]
+    assert "oracle" in s["2pt"] and s["2pt-reorderer"]["tests"]["test"]["bleu"][0] >= 0
+    # the probe of the DPE layers on the test set, against the identity order
+    for name in ("dpe/seed1", "dpe-l0/seed1"):
+        pr = res["probe"][name]
+        assert pr["mse"] > 0 and 0 <= pr["tau"] <= 1 and 0 <= pr["tau_identity"] < 1 and pr["sentences"] == 20
+    report = (out / "report.md").read_text()
+    for title in ("Table 2 analogue", "Table 3 analogue", "Table 4 analogue", "Table 5 analogue",
+                  "upper bound: needs the reference", "no claim about training variance"):
+        assert title in report
+    assert (out / "plots" / "bleu.png").exists()
+    stamps = {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("done.json")}
+    assert main(["experiment", "dpe", "--config", str(cfg), "--out", str(out), "--only", "table3"]) == 0
+    assert {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("done.json")} == stamps     # cached
+
+
+@pytest.mark.parametrize("sets, msg", [
+    (["experiment.dpe_lambda=-0.1"], "λ must be >= 0"),
+    (["experiment.lambdas=[0.5, -1.0]"], "λ must be >= 0"),
+    (["experiment.aux_loss_mode='fairseq'", "experiment.lambdas=[2.0]"], "λ must be <= 1"),
+    (["experiment.targets='magic'"], "targets must be one of"),
+    (["experiment.twopass_unaligned='move'"], "twopass_unaligned"),
+    (["experiment.xl_systems=['baseline']"], "no XL position encoding"),
+    (["experiment.dpe_layers=0"], "dpe_layers"),
+])
+def test_bad_configs_fail_early(sets, msg):
+    with pytest.raises(ConfigError, match=msg):
+        load_config(None, ["data.builtin='sov'", "train.max_updates=3"] + sets)
+
+
+def test_gold_targets_need_alignments(tmp_path):
+    f = tmp_path / "x.txt"
+    f.write_text("a b\n")
+    files = [f"data.{k}='{f}'" for k in ("train_src", "train_tgt", "test_src", "test_tgt")]
+    with pytest.raises(ConfigError, match="targets = 'eflomal'"):
+        load_config(None, files + ["train.max_updates=3"])
+    assert load_config(None, files + ["train.max_updates=3", "experiment.targets='eflomal'"])
+
+
+def test_reordered_stage_drop_and_keep(tmp_path):
+    """SPEC §6.5's example: 'on' and 'occasion' are unaligned; drop loses them, keep leaves them after their left
+    neighbour; a sentence without links keeps its first word rather than becoming an empty line."""
+    src, al = tmp_path / "s.txt", tmp_path / "a.txt"
+    src.write_text("mr hän sch represented you on this occasion .\nno links here\n")
+    al.write_text("0-0 1-1 2-2 3-5 4-3 6-4 8-6\n\n")
+    drop = reordered_stage(tmp_path / "d", {"test": (str(src), str(al))}, unaligned="drop")
+    keep = reordered_stage(tmp_path / "k", {"test": (str(src), str(al))}, unaligned="keep")
+    assert open(drop["test"]).read().splitlines() == ["mr hän sch you this represented .", "no"]
+    assert open(keep["test"]).read().splitlines() == ["mr hän sch you on this occasion represented .",
+                                                      "no links here"]
+    with pytest.raises(ConfigError, match="unaligned"):
+        reordered_stage(tmp_path / "x", {"test": (str(src), str(al))}, unaligned="move")
+
+
+def test_probe_scores_the_identity_order_and_the_models_own_mse(tmp_path, toy):
+    """Targets equal to the source order: the identity scores τ = 1; the MSE is the mean squared distance between
+    the DPE layers' output and the model's own sinusoid rows, recomputed here by hand."""
+    from xlpe.data.subword import EOS_ID, SubwordModel
+    from xlpe.infer.dpe_probe import dpe_order_quality
+    from xlpe.nn.positions.dpe import model_sinusoid
+    from xlpe.nn.transformer import build_model
+
+    sw = SubwordModel.load(toy["spm"])
+    lines = open(toy["dev_src"]).read().splitlines()[:6]
+    n = [len(sw.encode(line).ids) for line in lines]
+    tfile = tmp_path / "t.dpe"
+    tfile.write_text("".join(" ".join(f"{i}-{i}" for i in range(k)) + "\n" for k in n))
+    torch.manual_seed(0)
+    model = build_model(tiny_model_config(pe=["dpe"], dropout=0.0, src_vocab_size=sw.vocab_size)).eval()
+    pr = dpe_order_quality(model, sw, lines, str(tfile))
+    assert pr["tau_identity"] == 1.0 and pr["tokens"] == sum(n) and pr["sentences"] == 6
+    sq = 0.0
+    with torch.inference_mode():
+        for line, k in zip(lines, n):
+            ids = torch.tensor([sw.encode(line).ids + [EOS_ID]])
+            z = model.encoder(ids).aux["dpe_z"][0, :k]
+            sq += float((z - model_sinusoid(torch.arange(k), model.cfg)).pow(2).sum())
+    assert pr["mse"] == pytest.approx(sq / (sum(n) * model.cfg.d_model), rel=1e-4)
+    with pytest.raises(ConfigError, match="no DPE layers"):
+        dpe_order_quality(build_model(tiny_model_config(src_vocab_size=sw.vocab_size)), sw, lines, str(tfile))
