@@ -20,6 +20,9 @@ def add_cli_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--order", help="output: a permutation consistent with the ranks (lader `order` lines)")
     p.add_argument("--pos-xl", help="output: its inverse, the cross-lingual positions pos_XL (SPEC §4.1)")
     p.add_argument("--dpe", help="output: DPE targets as 'i-p(i)' pairs, unaligned tokens omitted (SPEC §6.2)")
+    p.add_argument("--dpe-subword-model", help="with --dpe: project the word alignments to the pieces of this "
+                   "sentencepiece model (every piece of a word takes its links, SPEC §8.3) and write subword-level "
+                   "targets, what a model on that subword model trains with (SPEC §6.2)")
     p.add_argument("--reordered-src", help="output: the 2PT reordered source text (SPEC §6.5)")
     p.add_argument("--unaligned", choices=("drop", "keep"), default="drop",
                    help="2PT: drop unaligned words (paper example) or keep them after their left neighbour")
@@ -32,7 +35,8 @@ def add_cli_arguments(p: argparse.ArgumentParser) -> None:
 def cli_main(args: argparse.Namespace) -> int:
     r = orders_files(args.src, align=args.align, lader_align=args.lader_align, align_base=args.align_base,
                      tgt=args.tgt, ranks=args.ranks, order=args.order, pos_xl=args.pos_xl, dpe=args.dpe,
-                     reordered_src=args.reordered_src, unaligned=args.unaligned, attach_null=args.attach_null,
+                     reordered_src=args.reordered_src, dpe_subword_model=args.dpe_subword_model,
+                     unaligned=args.unaligned, attach_null=args.attach_null,
                      combine_blocks=not args.no_combine_blocks, align_brackets=not args.no_brackets)
     print(json.dumps(r))
     return 0
