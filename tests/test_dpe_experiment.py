@@ -71,6 +71,22 @@ def test_dpe_recipe_end_to_end(tmp_path):
     assert {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("done.json")} == stamps     # cached
 
 
+def test_lambda_chosen_on_the_dev_set(tmp_path):
+    """lambda_choice = 'dev': the sweep translates the dev set, the best mean dev BLEU picks the dpe system's λ,
+    and the report says so."""
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(TINY.replace("lambdas = [0.0, 0.5]", "lambdas = [0.0, 0.5]\nlambda_choice = 'dev'"))
+    out = tmp_path / "out"
+    assert main(["experiment", "dpe", "--config", str(cfg), "--out", str(out), "--only", "table3"]) == 0
+    res = json.loads((out / "results.json").read_text())["results"]
+    dev = {float(k): v for k, v in res["lambda_dev_bleu"].items()}
+    assert set(dev) == {0.0, 0.5} and res["lambda_chosen"] == max(dev, key=dev.get)
+    assert all("dev" in res["runs"][f"dpe-l{lam:g}/seed1"]["tests"] for lam in (0.0, 0.5))
+    started = json.loads((out / "runs" / "dpe" / "seed1" / "started.json").read_text())
+    assert started["params"]["run"]["train"]["aux_weights"] == {"loss_dpe": res["lambda_chosen"]}
+    assert "chosen on the dev set" in (out / "report.md").read_text()
+
+
 @pytest.mark.parametrize("sets, msg", [
     (["experiment.dpe_lambda=-0.1"], "λ must be >= 0"),
     (["experiment.lambdas=[0.5, -1.0]"], "λ must be >= 0"),
@@ -79,6 +95,8 @@ def test_dpe_recipe_end_to_end(tmp_path):
     (["experiment.twopass_unaligned='move'"], "twopass_unaligned"),
     (["experiment.xl_systems=['baseline']"], "no XL position encoding"),
     (["experiment.dpe_layers=0"], "dpe_layers"),
+    (["experiment.lambda_choice='test'"], "lambda_choice"),
+    (["experiment.lambda_choice='dev'", "experiment.lambdas=[]"], "needs experiment.lambdas"),
 ])
 def test_bad_configs_fail_early(sets, msg):
     with pytest.raises(ConfigError, match=msg):

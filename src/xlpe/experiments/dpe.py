@@ -69,6 +69,9 @@ class DPEExperiment:
     eflomal_targets_too: bool = True         # with targets = gold: also a DPE system on eflomal targets
     lambdas: list[float] = field(default_factory=lambda: [0.0, 0.1, 0.3, 0.5, 1.0])     # Table 4
     lambda_seeds: list[int] = field(default_factory=list)   # seeds of the λ sweep ([] = seeds)
+    # fixed: the dpe system uses dpe_lambda; dev: the λ of the sweep with the best mean dev BLEU over
+    # lambda_seeds (the sweep then also translates the dev set), the choice printed in the report
+    lambda_choice: str = "fixed"
     xl_systems: list[str] = field(default_factory=lambda: ["inxl", "headxl", "combination"])
     twopass_unaligned: str = "drop"          # SPEC §6.5: drop (the paper's example) | keep
     reorderer_layers: int = 2                # 2PT reorderer: encoder and decoder layers
@@ -94,6 +97,11 @@ class DPEConfig(RecipeConfig):
     def validate(self) -> "DPEConfig":
         super().validate()
         e = self.experiment
+        if e.lambda_choice not in ("fixed", "dev"):
+            raise ConfigError(f"experiment.lambda_choice must be 'fixed' or 'dev', not {e.lambda_choice!r}")
+        if e.lambda_choice == "dev" and (not e.lambdas or not (self.data.builtin or self.data.dev_src
+                                                                 or self.data.gold_dev_lines)):
+            raise ConfigError("experiment.lambda_choice = 'dev' needs experiment.lambdas and a dev set")
         if e.targets not in TARGETS:
             raise ConfigError(f"experiment.targets must be one of {', '.join(TARGETS)}, not {e.targets!r}")
         if e.targets == "gold" and not (self.data.builtin or self.data.train_align):
@@ -119,19 +127,23 @@ def load_config(path: str | None, sets: list[str]) -> DPEConfig:
 
 
 def lambda_name(cfg: DPEConfig, lam: float) -> str:
-    return "dpe" if lam == cfg.experiment.dpe_lambda else f"dpe-l{lam:g}"
+    """The run name of the sweep's λ: ``dpe`` itself when it is the dpe system's fixed λ."""
+    e = cfg.experiment
+    return "dpe" if lam == e.dpe_lambda and e.lambda_choice == "fixed" else f"dpe-l{lam:g}"
+
+
+def _dpe_run(cfg: DPEConfig, lam: float) -> dict:
+    e = cfg.experiment
+    return {"pe": ["dpe"], "pe_options": {"dpe_layers": e.dpe_layers},
+            "train": {"aux_weights": {"loss_dpe": lam}, "aux_loss_mode": e.aux_loss_mode}}
 
 
 def _systems(cfg: DPEConfig, tables: set[str], enc_layers: int, builtin_gold: bool) -> dict[str, dict]:
     """Run options of every system the selected tables need."""
     e = cfg.experiment
-
-    def dpe(lam: float) -> dict:
-        return {"pe": ["dpe"], "pe_options": {"dpe_layers": e.dpe_layers},
-                "train": {"aux_weights": {"loss_dpe": lam}, "aux_loss_mode": e.aux_loss_mode}}
-    sys_: dict[str, dict] = {"baseline": {"pe": ["ape"]}, "dpe": dpe(e.dpe_lambda)}
+    sys_: dict[str, dict] = {"baseline": {"pe": ["ape"]}, "dpe": _dpe_run(cfg, e.dpe_lambda)}
     if "table3" in tables and builtin_gold and e.eflomal_targets_too:
-        sys_["dpe-eflomal"] = dpe(e.dpe_lambda)        # its eflomal targets are added by run_experiment
+        sys_["dpe-eflomal"] = _dpe_run(cfg, e.dpe_lambda)      # its eflomal targets are added by run_experiment
     if "table5" in tables:
         sys_["deeper"] = {"pe": ["ape"], "model": {"enc_layers": enc_layers + e.dpe_layers}}
     if "xl" in tables:
@@ -185,18 +197,30 @@ def run_experiment(cfg: DPEConfig, out: str | os.PathLike, only: list[str] | Non
             channels[s]["xl"] = kind + pre["orders"][s]
         results["preorder"] = {k: v for k, v in pre.items() if k != "orders"}
     key = {"model": cfg.model, "train": cfg.train, "beam": e.beam, "lenpen": e.lenpen, "spm": file_sig(spm),
-           "channels": {s: {c: file_sig(v.split(":", 1)[1]) for c, v in ch.items()} for s, ch in channels.items()}}
+           "channels": {s: {c: file_sig(v.split(":", 1)[1]) for c, v in ch.items()} for s, ch in channels.items()},
+           "tests": file_sig(p["test_src"], p["test_tgt"])}
     common = dict(model=cfg.model, train_opts=cfg.train, spm=spm, beam=e.beam, lenpen=e.lenpen, threads=e.threads,
                   tokenized_by_design=bool(cfg.data.builtin))
     grid = dict(train_src=p["train_src"], train_tgt=p["train_tgt"], dev_src=p.get("dev_src") or None,
                 dev_tgt=p.get("dev_tgt") or None, train_channels=channels["train"], dev_channels=channels["dev"],
                 tests={"test": (p["test_src"], p["test_tgt"], channels["test"])})
-    runs = run_grid(out / "runs", systems, e.seeds, key=key, jobs=e.jobs, **grid, **common)
-    if "table4" in tables:
-        sweep = {lambda_name(cfg, lam): {"pe": ["dpe"], "pe_options": {"dpe_layers": e.dpe_layers},
-                                         "train": {"aux_weights": {"loss_dpe": lam}, "aux_loss_mode": e.aux_loss_mode}}
-                 for lam in e.lambdas if lambda_name(cfg, lam) != "dpe"}
-        runs.update(run_grid(out / "runs", sweep, e.lambda_seeds or e.seeds, key=key, jobs=e.jobs, **grid, **common))
+    runs: dict[str, dict] = {}
+    if "table4" in tables or e.lambda_choice == "dev":
+        sweep = {lambda_name(cfg, lam): _dpe_run(cfg, lam) for lam in e.lambdas if lambda_name(cfg, lam) != "dpe"}
+        sweep_grid = grid
+        if e.lambda_choice == "dev":            # the sweep also translates the dev set, on which λ is chosen
+            sweep_grid = {**grid, "tests": {**grid["tests"], "dev": (p["dev_src"], p["dev_tgt"], channels["dev"])}}
+        runs.update(run_grid(out / "runs", sweep, e.lambda_seeds or e.seeds, key=key, jobs=e.jobs, **sweep_grid,
+                             **common))
+        if e.lambda_choice == "dev":
+            results["lambda_dev_bleu"] = {lam: _mean_bleu(runs, lambda_name(cfg, lam), "dev") for lam in e.lambdas}
+            best = max(e.lambdas, key=lambda lam: results["lambda_dev_bleu"][lam])
+            results["lambda_chosen"] = best
+            log.info("λ chosen on the dev set: %g (mean dev BLEU %s)", best, results["lambda_dev_bleu"])
+            for n in ("dpe", "dpe-eflomal"):
+                if n in systems:
+                    systems[n] = {**systems[n], **_dpe_run(cfg, best)}
+    runs.update(run_grid(out / "runs", systems, e.seeds, key=key, jobs=e.jobs, **grid, **common))
     if "table2" in tables:
         reordered = reordered_stage(out, {s: (p[f"{s}_src"], aligns[s]) for s in ("train", "test")},
                                     unaligned=e.twopass_unaligned)
@@ -229,6 +253,11 @@ def run_experiment(cfg: DPEConfig, out: str | os.PathLike, only: list[str] | Non
         json.dump({"config": cfg.to_dict(), "results": results, "versions": versions(),
                    "command": " ".join(["xlpe"] + sys.argv[1:])}, f, indent=2, default=str)
     return {"report": report, "results": results}
+
+
+def _mean_bleu(runs: dict, name: str, test: str) -> float:
+    xs = [r["tests"][test]["bleu"] for k, r in runs.items() if k.rsplit("/", 1)[0] == name]
+    return sum(xs) / len(xs)
 
 
 def _probe(out: Path, runs: dict, spm: str, test_src: str, test_targets: str) -> dict:

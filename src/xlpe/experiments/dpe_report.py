@@ -37,6 +37,15 @@ def _probe(v: dict) -> str:
     return f" {mse[0]:.4f} | {100 * tau[0]:.1f} | {100 * ident[0]:.1f} |"
 
 
+def _lambda(cfg, results: dict) -> str:
+    e = cfg.experiment
+    if "lambda_chosen" not in results:
+        return f"λ = {e.dpe_lambda:g} (fixed)"
+    dev = ", ".join(f"{float(k):g}: {v:.2f}" for k, v in results["lambda_dev_bleu"].items())
+    return (f"λ = {results['lambda_chosen']:g}, chosen on the dev set (mean dev BLEU over seeds "
+            f"{e.lambda_seeds or e.seeds}: {dev})")
+
+
 def render_report(cfg, results: dict, tables: set[str]) -> str:
     e, s = cfg.experiment, results["summary"]
     src = {"gold": "the built-in pair's generator alignments" if cfg.data.builtin else f"`{cfg.data.train_align}`",
@@ -45,7 +54,7 @@ def render_report(cfg, results: dict, tables: set[str]) -> str:
          f"- data: {'built-in `' + cfg.data.builtin + '` pair' if cfg.data.builtin else cfg.data.train_src}; "
          f"DPE targets and 2PT reordering from {src}, at the subword level (SPEC §6.2)",
          f"- budget per run: {', '.join(f'{k}={v}' for k, v in cfg.train.items() if k.startswith('max_'))}; "
-         f"model: {cfg.model}; N_dpe = {e.dpe_layers}; λ = {e.dpe_lambda} ({e.aux_loss_mode} loss, SPEC §6.3)",
+         f"model: {cfg.model}; N_dpe = {e.dpe_layers}; {_lambda(cfg, results)} ({e.aux_loss_mode} loss, SPEC §6.3)",
          "- significance (xlpe.evaluate.significance): seed-aware paired bootstrap over test sentences / t-test over "
          "seeds; bold only when both are below 0.05; with one seed no claim about training variance is made"]
     claims: list[str] = []
