@@ -63,3 +63,54 @@ def test_forced_rerun_moves_the_same_key_aside_and_says_so(tmp_path, caplog):
     with caplog.at_level("WARNING", logger="xlpe.experiments"):
         assert run_stage(tmp_path, "s", {"x": 1}, lambda d: {"n": 2}, force=True)["n"] == 2
     assert "forced to run again" in caplog.text and len(list(tmp_path.glob("s.stale-*"))) == 1
+
+
+SLEEPER = """
+import functools, sys, time
+from pathlib import Path
+from xlpe.experiments.cache import run_stages
+
+def work(d, tag):
+    (d / "pid").write_text(str(__import__("os").getpid()))
+    time.sleep(60)
+    return {}
+
+if __name__ == "__main__":
+    out = Path(sys.argv[1])
+    run_stages([(out, f"s{k}", {"k": k}, functools.partial(work, tag=k)) for k in range(2)], jobs=2)
+"""
+
+
+@pytest.mark.skipif(not __import__("sys").platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux only")
+def test_workers_die_with_a_killed_recipe(tmp_path):
+    """A recipe killed with SIGKILL takes its parallel runs with it (they would otherwise keep training and
+    writing into the output folder)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "sleeper.py"
+    script.write_text(SLEEPER)
+    parent = subprocess.Popen([sys.executable, str(script), str(tmp_path / "out")])
+    pids = []
+    deadline = time.time() + 60
+    while time.time() < deadline and len(pids) < 2:
+        pids = [int(p.read_text()) for p in (tmp_path / "out").glob("s*/pid") if p.read_text()]
+        time.sleep(0.2)
+    assert len(pids) == 2, "the workers did not start"
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+
+    def alive(pid):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        with open(f"/proc/{pid}/stat") as f:          # a zombie is dead, waiting to be reaped
+            return f.read().split(")")[-1].split()[0] != "Z"
+    deadline = time.time() + 10
+    while time.time() < deadline and any(alive(p) for p in pids):
+        time.sleep(0.2)
+    assert not any(alive(p) for p in pids)

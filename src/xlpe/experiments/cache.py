@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import shutil
 import time
 from pathlib import Path
@@ -91,6 +92,25 @@ def run_stage(out: Path, name: str, params: dict, fn: Callable[[Path], dict], fo
 
 def _worker_init(level: int) -> None:
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    _die_with_parent()
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to send this worker SIGTERM when the recipe process that started it dies, even by SIGKILL:
+    otherwise a killed recipe leaves its workers training and writing into the output folder, where the next
+    invocation's runs would meet them. Elsewhere (no prctl) workers end with the pool as usual."""
+    import ctypes
+    import signal
+    import sys
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGTERM), 0, 0, 0)        # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() == 1:                                   # the parent died before prctl took effect
+        os._exit(1)
 
 
 def run_stages(tasks: list[tuple[Path, str, dict, Callable[[Path], dict]]], jobs: int = 1,
