@@ -25,6 +25,8 @@ eflomal_targets_too = false
 vocab_size = 300
 beam = 2
 bootstrap_samples = 30
+cost_rounds = 1
+cost_updates = 2
 [model]
 preset = "tiny"
 d_model = 16
@@ -61,8 +63,13 @@ def test_dpe_recipe_end_to_end(tmp_path):
     for name in ("dpe/seed1", "dpe-l0/seed1"):
         pr = res["probe"][name]
         assert pr["mse"] > 0 and 0 <= pr["tau"] <= 1 and 0 <= pr["tau_identity"] < 1 and pr["sentences"] == 20
+    # the cost stages: training and decoding speed of dpe and deeper relative to the baseline, same run
+    for stage in ("cost", "decode_cost"):
+        assert set(res[stage]["systems"]) == {"baseline", "dpe", "deeper"} and res[stage]["reference"] == "baseline"
+        assert res[stage]["systems"]["baseline"]["relative_speed"] == 1.0
+        assert all(v["relative_speed"] > 0 for v in res[stage]["systems"].values())
     report = (out / "report.md").read_text()
-    for title in ("Table 2 analogue", "Table 3 analogue", "Table 4 analogue", "Table 5 analogue",
+    for title in ("Decoding speed (sentences/s, beam search) relative to the baseline", "Table 2 analogue", "Table 3 analogue", "Table 4 analogue", "Table 5 analogue",
                   "upper bound: needs the reference", "no claim about training variance"):
         assert title in report
     assert (out / "plots" / "bleu.png").exists()

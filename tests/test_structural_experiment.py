@@ -22,6 +22,8 @@ preorder_iterations = 1
 beam = 2
 bootstrap_samples = 30
 pe_options = { struct_k = 4 }
+cost_rounds = 1
+cost_updates = 2
 [model]
 preset = "tiny"
 d_model = 16
@@ -52,6 +54,8 @@ def test_structural_recipe_end_to_end(tmp_path, capsys):
     assert s["abs-seq+both-stru"]["params"] > s["abs-seq"]["params"]
     report = (out / "report.md").read_text()
     assert "the generator's gold trees" in report and "+HeadXL +abs-stru +rel-stru" in report
+    assert "decoding sent/s vs abs-seq" in report and "Cost of structural PE over abs+rel-seq" in report
+    assert set(res["decode_cost"]["systems"]) == set(res["cost"]["systems"]) >= {"abs-seq", "rel-seq+both-stru"}
     assert "no claim about training variance" in report and (out / "plots" / "table1.png").exists()
     stamps = {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("done.json")}
     assert main(["experiment", "structural-pe", "--config", str(cfg), "--out", str(out)]) == 0

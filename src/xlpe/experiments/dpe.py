@@ -19,7 +19,8 @@
      reference).
 3. ``probe``: how well each DPE model's layers learned the order on the test set (MSE, and Kendall τ of the
    decoded positions against the oracle order and of the identity order; :mod:`xlpe.infer.dpe_probe`).
-4. ``cost``: training speed of ``dpe`` and ``deeper`` relative to the baseline in interleaved rounds.
+4. ``cost``: training (tokens/s) and decoding (sentences/s) speed of ``dpe`` and ``deeper`` relative to the
+   baseline, each in interleaved rounds.
 5. ``report``: Markdown, PNG, JSON; every comparison with the seed-aware tests of every recipe.
 
     xlpe experiment dpe --config examples/dpe-builtin.toml --out runs/dpe-builtin
@@ -39,7 +40,7 @@ from typing import Any
 from xlpe.errors import ConfigError
 from xlpe.evaluate.bleu import tokenized_by_design
 from xlpe.experiments.cache import file_sig, run_stage
-from xlpe.experiments.nmt_runs import STOPS, measure_cost, run_grid
+from xlpe.experiments.nmt_runs import STOPS, decode_cost_stage, measure_cost, run_grid
 from xlpe.experiments.recipe import RecipeConfig
 from xlpe.experiments.stages import align_stage, data_stage, dpe_stage, preorder_stage, read_text, subword_stage
 from xlpe.experiments.summary import system_summary
@@ -242,6 +243,9 @@ def run_experiment(cfg: DPEConfig, out: str | os.PathLike, only: list[str] | Non
             d, cost_systems, model=cfg.model, train_opts=cfg.train, spm=spm, train_src=p["train_src"],
             train_tgt=p["train_tgt"], train_channels=channels["train"], threads=e.threads, rounds=e.cost_rounds,
             updates=e.cost_updates, seed=e.base_seed))
+        results["decode_cost"] = decode_cost_stage(out, names, e.seeds[0], src=p["test_src"], channels={},
+                                                   beam=e.beam, lenpen=e.lenpen, threads=e.threads,
+                                                   rounds=e.cost_rounds)
     with tokenized_by_design() if cfg.data.builtin else contextlib.nullcontext():
         results["summary"] = summarise(cfg, results, p)
     from xlpe.experiments.dpe_report import plot, render_report
@@ -309,4 +313,6 @@ def summarise(cfg: DPEConfig, results: dict, p: dict) -> dict:
         s.setdefault(sysname, {}).setdefault("probe", []).append(pr)
     for n, c in results.get("cost", {}).get("systems", {}).items():
         s.setdefault(n, {})["speed_vs_baseline"] = c["relative_speed"]
+    for n, c in results.get("decode_cost", {}).get("systems", {}).items():
+        s.setdefault(n, {})["decode_speed_vs_baseline"] = c["relative_speed"]
     return s

@@ -82,9 +82,11 @@ def render_report(cfg, results: dict, tables: set[str]) -> str:
         table("Table 5 analogue: a parameter-matched control (the baseline with N_dpe more encoder layers)",
               [("baseline", "baseline (APE)"), ("deeper", f"baseline +{e.dpe_layers} encoder layers"),
                ("dpe", "+DPE")])
-        sp = [f"{n} {s[n]['speed_vs_baseline']:.2f}×" for n in ("dpe", "deeper") if "speed_vs_baseline" in s.get(n, {})]
-        if sp:
-            L += ["", "Training speed relative to the baseline (cost stage, interleaved rounds): " + ", ".join(sp)]
+        for key, what in (("speed_vs_baseline", "Training speed (tokens/s)"),
+                          ("decode_speed_vs_baseline", "Decoding speed (sentences/s, beam search)")):
+            sp = [f"{n} {s[n][key]:.2f}×" for n in ("dpe", "deeper") if key in s.get(n, {})]
+            if sp:
+                L += ["", f"{what} relative to the baseline (cost stage, interleaved rounds): " + ", ".join(sp)]
     if "xl" in tables and e.xl_systems:
         table("DPE against XL PE (same data, seeds and budget)", [("baseline", "baseline (APE)"), ("dpe", "+DPE")]
               + [(n, n) for n in e.xl_systems])

@@ -228,15 +228,79 @@ def measure_cost(out_dir: Path, systems: dict[str, tuple[list[str], dict]], *, m
                 with open(out_dir / name / "train_log.csv", newline="") as f:
                     row = [x for x in csv.DictReader(f) if int(x["step"]) == (r + 1) * updates]
                 tps[name].append(float(row[-1]["tokens_per_s"]))
-    ref = next(iter(systems))
-    out = {"rounds": rounds, "updates": updates, "threads": threads, "reference": ref, "systems": {}}
-    for name, v in tps.items():
-        ratios = [a / b for a, b in zip(v, tps[ref])]
-        out["systems"][name] = {"tokens_per_s": [round(x, 1) for x in v],
-                                "tokens_per_s_median": round(statistics.median(v), 1),
+    return {"rounds": rounds, "updates": updates, "threads": threads, **_relative(tps, "tokens_per_s")}
+
+
+def decode_cost_stage(out: Path, names: list[str], seed: int, *, src: str, channels: dict[str, str], beam: int,
+                      lenpen: float, threads: int, rounds: int, sentences: int = 200) -> dict:
+    """:func:`measure_decode_cost` of the seed-``seed`` models of ``names`` (the first is the reference), found in
+    ``out/runs/<name>/seed<seed>/train``, as the cached stage ``decode-cost``; systems without a trained model
+    are left out (with a warning)."""
+    from xlpe.experiments.cache import file_sig, run_stage
+    from xlpe.nn.checkpoint import latest_checkpoint
+
+    cks = {}
+    for n in names:
+        ck = latest_checkpoint(Path(out) / "runs" / n / f"seed{seed}" / "train")
+        if ck is None:
+            log.warning("decode cost: no trained model of %s (seed %d); left out", n, seed)
+        else:
+            cks[n] = str(ck)
+    if len(cks) < 2 or names[0] not in cks:
+        return {}
+    params = {"checkpoints": {n: file_sig(c) for n, c in cks.items()}, "src": file_sig(src), "beam": beam,
+              "lenpen": lenpen, "threads": threads, "rounds": rounds, "sentences": sentences,
+              "channels": {k: file_sig(v.split(":", 1)[-1]) for k, v in channels.items()}}
+    return run_stage(Path(out), "decode-cost", params, lambda d: measure_decode_cost(
+        cks, src=src, channels=channels, beam=beam, lenpen=lenpen, threads=threads, rounds=rounds,
+        sentences=sentences))
+
+
+def _relative(per_round: dict[str, list[float]], unit: str) -> dict:
+    """Each system's per-round speeds, their median and the median of its per-round ratios to the first system."""
+    ref = next(iter(per_round))
+    out: dict[str, Any] = {"reference": ref, "systems": {}}
+    for name, v in per_round.items():
+        ratios = [a / b for a, b in zip(v, per_round[ref])]
+        out["systems"][name] = {unit: [round(x, 1) for x in v], f"{unit}_median": round(statistics.median(v), 1),
                                 "relative_speed": round(statistics.median(ratios), 4),
                                 "relative_speed_per_round": [round(x, 4) for x in ratios]}
     return out
+
+
+def measure_decode_cost(checkpoints: dict[str, str], *, src: str, channels: dict[str, str], beam: int,
+                        lenpen: float, threads: int, rounds: int, sentences: int = 200) -> dict:
+    """Decoding speed (sentences/s, beam search from the source alone) of each system relative to the first, in
+    interleaved rounds like :func:`measure_cost`: every round translates the same first ``sentences`` lines of
+    ``src`` with every system in turn (models loaded once; round 0 is warm-up and is not counted), so that all
+    systems meet the same machine noise. ``checkpoints`` maps a system to a trained checkpoint; ``channels`` are
+    the test set's channel specs, each passed only to a model that reads it."""
+    import torch
+
+    from xlpe.infer.translate import translate_lines
+    from xlpe.nn.checkpoint import load_model
+    from xlpe.sources import open_sources
+
+    if rounds < 1 or sentences < 1:
+        raise ConfigError("the decoding cost measurement needs rounds >= 1 and sentences >= 1")
+    lines = read_text(src)[:sentences]
+    models = {n: load_model(ck) for n, ck in checkpoints.items()}
+    sps: dict[str, list[float]] = {n: [] for n in checkpoints}
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        for r in range(rounds + 1):
+            for name, (model, _, sw) in models.items():
+                specs = open_sources(_only(channels, _reads(model.cfg)))
+                t0 = time.perf_counter()
+                with torch.inference_mode():
+                    translate_lines(model, sw, lines, beam=beam, lenpen=lenpen, batch_size=64, channels=specs)
+                if r:
+                    sps[name].append(len(lines) / (time.perf_counter() - t0))
+    finally:
+        torch.set_num_threads(before)
+    return {"rounds": rounds, "sentences": len(lines), "beam": beam, "threads": threads,
+            **_relative(sps, "sentences_per_s")}
 
 
 def _declared_options(pe: list[str]) -> set[str]:

@@ -5,7 +5,8 @@
 2. ``subword`` and, only for a system composed with XL PE, ``align`` + ``preorder`` (shared stages).
 3. ``runs``: one model per (system, seed), every system with the same data, budget and seeds
    (:func:`xlpe.experiments.nmt_runs.run_grid`); each reads the channels it needs of one set of specs.
-4. ``cost``: training speed of every system relative to the baseline in interleaved rounds (optional).
+4. ``cost``: training speed (tokens/s) and decoding speed (sentences/s, beam search) of every system relative
+   to the baseline, each in interleaved rounds (optional, ``cost_rounds``).
 5. ``report``: Table 1 (the ablation: no PE; abs-stru only; rel-stru only; abs-seq; +abs-stru; +abs-stru
    +rel-stru; abs+rel-seq; +abs-stru; +both) with parameter counts, BLEU mean ± std and seed-aware significance
    against ``abs-seq`` (and against ``abs+rel-seq`` for the rows built on it: the Table 2 analogue), the
@@ -29,7 +30,7 @@ from typing import Any
 from xlpe.errors import ConfigError
 from xlpe.evaluate.bleu import tokenized_by_design
 from xlpe.experiments.cache import file_sig, run_stage
-from xlpe.experiments.nmt_runs import STOPS, measure_cost, run_grid
+from xlpe.experiments.nmt_runs import STOPS, decode_cost_stage, measure_cost, run_grid
 from xlpe.experiments.recipe import RecipeConfig
 from xlpe.experiments.stages import (align_stage, data_stage, parse_stage, preorder_stage, read_text,
                                      subword_stage)
@@ -150,6 +151,9 @@ def run_experiment(cfg: StructConfig, out: str | os.PathLike, only: list[str] | 
             d, cost_systems, model=cfg.model, train_opts=cfg.train, spm=spm, train_src=p["train_src"],
             train_tgt=p["train_tgt"], train_channels=channels["train"], threads=e.threads, rounds=e.cost_rounds,
             updates=e.cost_updates, seed=e.base_seed))
+        results["decode_cost"] = decode_cost_stage(out, list(cost_systems), e.seeds[0], src=p["test_src"],
+                                                   channels=channels["test"], beam=e.beam, lenpen=e.lenpen,
+                                                   threads=e.threads, rounds=e.cost_rounds)
     refs = {"test": read_text(p["test_tgt"])}
     summary = {}
     for n in systems:
@@ -160,6 +164,9 @@ def run_experiment(cfg: StructConfig, out: str | os.PathLike, only: list[str] | 
         speed = results.get("cost", {}).get("systems", {}).get(n)
         if speed:
             summary[n]["speed_vs_baseline"] = speed["relative_speed"]
+        dec = results.get("decode_cost", {}).get("systems", {}).get(n)
+        if dec:
+            summary[n]["decode_speed_vs_baseline"] = dec["relative_speed"]
     results["summary"] = summary
     report = render_report(cfg, results, systems)
     _plot(summary, systems, out / "plots" / "table1.png")
@@ -184,8 +191,9 @@ def render_report(cfg: StructConfig, results: dict, systems: list[str]) -> str:
          "/ paired t-test over seeds; bold only when both are below 0.05; with one seed no claim about training "
          "variance is made",
          "", "## Table 1: the structural ablation (and the composition with XL PE)", "",
-         "| system | params | test BLEU | Δ vs | p (bootstrap / seeds) | chrF | tok/s vs abs-seq |",
-         "|---|---|---|---|---|---|---|"]
+         "| system | params | test BLEU | Δ vs | p (bootstrap / seeds) | chrF | training tok/s vs abs-seq | "
+         "decoding sent/s vs abs-seq |",
+         "|---|---|---|---|---|---|---|---|"]
     claims = []
     for n in systems:
         v = s.get(n)
@@ -201,9 +209,16 @@ def render_report(cfg: StructConfig, results: dict, systems: list[str]) -> str:
             claims.append(f"- {LABELS.get(n, n)} vs {LABELS.get(v['compared_with'], v['compared_with'])}: "
                           f"{t['verdict_bleu']}")
         vs = "—" if not c else f"{c['delta']:+.2f} ({v['compared_with']})"
-        sp = v.get("speed_vs_baseline")
+        sp, dsp = v.get("speed_vs_baseline"), v.get("decode_speed_vs_baseline")
         L.append(f"| {LABELS.get(n, n)} | {v['params']:,} | {fmt(t['bleu'], v['seeds'])} | {vs} | {p} | "
-                 f"{fmt(t['chrf'], v['seeds'])} | {'—' if sp is None else f'{sp:.2f}×'} |")
+                 f"{fmt(t['chrf'], v['seeds'])} | {'—' if sp is None else f'{sp:.2f}×'} | "
+                 f"{'—' if dsp is None else f'{dsp:.2f}×'} |")
+    rel, both = s.get("rel-seq", {}), s.get("rel-seq+both-stru", {})
+    if all("speed_vs_baseline" in v and "decode_speed_vs_baseline" in v for v in (rel, both)):
+        L += ["", f"Cost of structural PE over abs+rel-seq (the paper lost 23% decoding speed): training "
+                  f"{both['speed_vs_baseline'] / rel['speed_vs_baseline']:.2f}×, decoding "
+                  f"{both['decode_speed_vs_baseline'] / rel['decode_speed_vs_baseline']:.2f}× the speed of "
+                  "abs+rel-seq (same run, interleaved rounds)."]
     if claims:
         L += ["", "Claims:"] + claims
     if e.chosen_on:
