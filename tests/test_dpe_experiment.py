@@ -151,6 +151,7 @@ def test_probe_scores_the_identity_order_and_the_models_own_mse(tmp_path, toy):
     model = build_model(tiny_model_config(pe=["dpe"], dropout=0.0, src_vocab_size=sw.vocab_size)).eval()
     pr = dpe_order_quality(model, sw, lines, str(tfile))
     assert pr["tau_identity"] == 1.0 and pr["tokens"] == sum(n) and pr["sentences"] == 6
+    assert pr["mse_identity"] == 0.0               # PE(i) = PE(p(i)) when the targets are the source order
     sq = 0.0
     with torch.inference_mode():
         for line, k in zip(lines, n):

@@ -282,7 +282,7 @@ def _probe(out: Path, runs: dict, spm: str, test_src: str, test_targets: str) ->
             model, _, (sw, _) = load_model(ck)
             return dpe_order_quality(model, sw, read_text(test_src), test_targets)
         res[name] = run_stage(out / "probe", name.replace("/", "-"),
-                              {"checkpoint": file_sig(ck), "test": file_sig(test_src, test_targets, spm)}, fn)
+                              {"probe": 2, "checkpoint": file_sig(ck), "test": file_sig(test_src, test_targets, spm)}, fn)
     return res
 
 

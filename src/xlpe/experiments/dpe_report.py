@@ -33,8 +33,8 @@ def _probe(v: dict) -> str:
     pr = v.get("probe")
     if not pr:
         return " — | — | — |"
-    mse, tau, ident = (mean_std([x[k] for x in pr]) for k in ("mse", "tau", "tau_identity"))
-    return f" {mse[0]:.4f} | {100 * tau[0]:.1f} | {100 * ident[0]:.1f} |"
+    mse, mse_id, tau, ident = (mean_std([x[k] for x in pr]) for k in ("mse", "mse_identity", "tau", "tau_identity"))
+    return f" {mse[0]:.4f} (identity {mse_id[0]:.4f}) | {100 * tau[0]:.1f} | {100 * ident[0]:.1f} |"
 
 
 def _lambda(cfg, results: dict) -> str:

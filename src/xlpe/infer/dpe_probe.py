@@ -9,7 +9,9 @@ probe compares the DPE layers' output ``z_i`` with ``PE(p(i))``, the model's own
   (:func:`xlpe.nn.positions.dpe.decode_positions`); the aligned tokens sorted by that position (ties: source
   order) give an order, scored with lader's Kendall τ accuracy against the ranks ``p(i)``
   (:func:`xlpe.evaluate.reorder_metrics.corpus_reorder_scores`, micro average);
-* ``tau_identity``: the same for the source order itself, the score of a model that learned nothing.
+* ``tau_identity``: the same for the source order itself, the score of a model that learned nothing;
+* ``mse_identity``: the MSE of ``z_i = PE(i)``, the layers passing the sequential position through unchanged (what
+  the MSE would be without any reordering learned).
 """
 
 from __future__ import annotations
@@ -33,8 +35,8 @@ from xlpe.sources import open_source
 def dpe_order_quality(model: torch.nn.Module, subword: SubwordModel, src_lines: Sequence[str], targets: str, *,
                       max_tokens: int = 4000) -> dict:
     """Probe a DPE model on ``src_lines`` whose DPE targets are the file ``targets`` (``i-p`` lines over subword
-    indices, as :func:`xlpe.reorder.targets.format_dpe_line` writes them). Returns ``{mse, tau, tau_identity,
-    chunk, chunk_identity, tokens, sentences}``."""
+    indices, as :func:`xlpe.reorder.targets.format_dpe_line` writes them). Returns ``{mse, mse_identity, tau,
+    tau_identity, chunk, chunk_identity, tokens, sentences}``."""
     if "dpe" not in model.cfg.pe:
         raise ConfigError(f"the model has no DPE layers (pe={list(model.cfg.pe)}): nothing to probe")
     model.eval()
@@ -42,7 +44,7 @@ def dpe_order_quality(model: torch.nn.Module, subword: SubwordModel, src_lines: 
                                        channels={"dpe_target": open_source("dpe_target", "dpe:" + str(targets))},
                                        names=("<source>", None))
     dev = model_device(model)
-    sq, n_tok = 0.0, 0
+    sq, sq_id, n_tok = 0.0, 0.0, 0
     orders, ident, ranks = [], [], []
     for idx in TokenBatchSampler(data.num_tokens, max(max_tokens, int(data.num_tokens.max())), shuffle=False):
         b = collate([data[i] for i in idx]).to(dev)
@@ -51,6 +53,8 @@ def dpe_order_quality(model: torch.nn.Module, subword: SubwordModel, src_lines: 
         aligned = (target >= 0) & ~enc.src_pad_mask
         rows = model_sinusoid(target.clamp(min=0), model.cfg).float()
         sq += float((z - rows).pow(2)[aligned].sum())
+        seq = model_sinusoid(torch.arange(z.shape[1], device=dev), model.cfg).float()[None]
+        sq_id += float((seq - rows).pow(2)[aligned].sum())
         n_tok += int(aligned.sum())
         decoded = decode_positions(z, model.cfg, model.cfg.max_len).cpu().numpy()
         t, a = target.cpu().numpy(), aligned.cpu().numpy()
@@ -63,6 +67,7 @@ def dpe_order_quality(model: torch.nn.Module, subword: SubwordModel, src_lines: 
     if not n_tok:
         raise ConfigError(f"{targets}: no source token has a DPE target; nothing to probe")
     learned, base = corpus_reorder_scores(orders, ranks), corpus_reorder_scores(ident, ranks)
-    return {"mse": sq / (n_tok * model.cfg.d_model), "tau": learned["tau"], "tau_identity": base["tau"],
+    return {"mse": sq / (n_tok * model.cfg.d_model), "mse_identity": sq_id / (n_tok * model.cfg.d_model),
+            "tau": learned["tau"], "tau_identity": base["tau"],
             "chunk": learned["chunk"], "chunk_identity": base["chunk"], "tokens": n_tok, "sentences": len(data)}
 
