@@ -170,8 +170,12 @@ def run_experiment(cfg: DPEConfig, out: str | os.PathLike, only: list[str] | Non
         for s in splits:
             channels[s]["xl"] = kind + pre["orders"][s]
         results["preorder"] = {k: v for k, v in pre.items() if k != "orders"}
+        for n in e.xl_systems:             # only the systems that read the orders have them in their cache key
+            systems[n]["orders"] = {s: file_sig(pre["orders"][s]) for s in splits}
+    # what every run's result depends on; the XL orders enter only the XL systems' keys (above), so running a
+    # subset of the tables (--only) reuses the other systems' runs
     key = {"model": cfg.model, "train": cfg.train, "beam": e.beam, "lenpen": e.lenpen, "spm": file_sig(spm),
-           "channels": {s: {c: file_sig(v.split(":", 1)[1]) for c, v in ch.items()} for s, ch in channels.items()},
+           "channels": {"train": {"dpe_target": file_sig(targets["train"])}},
            "tests": file_sig(p["test_src"], p["test_tgt"])}
     common = dict(model=cfg.model, train_opts=cfg.train, spm=spm, beam=e.beam, lenpen=e.lenpen, threads=e.threads,
                   tokenized_by_design=bool(cfg.data.builtin))
