@@ -110,9 +110,13 @@ def run_experiment(cfg: StructConfig, out: str | os.PathLike, only: list[str] | 
             channels[s]["xl"] = kind + pre["orders"][s]
         results["preorder"] = pre
     tests = {"test": (p["test_src"], p["test_tgt"], channels["test"])}
+    sigs = {s: {c: file_sig(v.split(":", 1)[1]) for c, v in ch.items()} for s, ch in channels.items()}
+    # the trees enter every run's cache key, the XL orders only those of the systems that read them (compose)
     key = {"model": cfg.model, "train": cfg.train, "beam": e.beam, "lenpen": e.lenpen, "spm": file_sig(spm),
-           "channels": {s: {c: file_sig(v.split(":", 1)[1]) for c, v in ch.items()} for s, ch in channels.items()}}
-    runs_ = {n: {"pe": pe_list(n), "pe_options": e.pe_options} for n in systems}
+           "channels": {s: {c: v for c, v in ch.items() if c != "xl"} for s, ch in sigs.items()}}
+    runs_ = {n: {"pe": pe_list(n), "pe_options": e.pe_options,
+                 **({"orders": {s: ch["xl"] for s, ch in sigs.items() if "xl" in ch}} if n in e.compose else {})}
+             for n in systems}
     results["runs"] = run_grid(
         out / "runs", runs_, e.seeds, key=key, jobs=e.jobs, model=cfg.model, train_opts=cfg.train, spm=spm,
         train_src=p["train_src"], train_tgt=p["train_tgt"], dev_src=p.get("dev_src") or None,
@@ -123,7 +127,7 @@ def run_experiment(cfg: StructConfig, out: str | os.PathLike, only: list[str] | 
         cost_systems = {n: (pe_list(n), e.pe_options) for n in dict.fromkeys(["abs-seq"] + systems) if n != "none"}
         params = {"systems": cost_systems, "model": cfg.model, "rounds": e.cost_rounds, "updates": e.cost_updates,
                   "train": {k: v for k, v in cfg.train.items() if k not in STOPS}, "threads": e.threads,
-                  "files": key["channels"]["train"]}
+                  "files": sigs["train"]}
         results["cost"] = run_stage(out, "cost", params, lambda d: measure_cost(
             d, cost_systems, model=cfg.model, train_opts=cfg.train, spm=spm, train_src=p["train_src"],
             train_tgt=p["train_tgt"], train_channels=channels["train"], threads=e.threads, rounds=e.cost_rounds,
