@@ -88,7 +88,9 @@ def test_a_system_better_on_every_sentence_and_seed_is_significant():
     assert c.delta > 0 and c.p_bootstrap < 0.01 and c.p_seeds < 0.01 and c.ci95[0] > 0
     assert c.verdict().startswith("significant")
     worse = compare_texts("chrf", system, base, REFS, resamples=500, seed=3)       # the other way round
-    assert worse.delta < 0 and worse.p_bootstrap > 0.99
+    assert worse.delta < 0 and worse.p_bootstrap > 0.99 and worse.ci95[1] < 0
+    assert worse.verdict().startswith("significantly worse") and not worse.significant()
+    assert not c.worse()
 
 
 def test_lower_is_better_metrics_and_bad_input():

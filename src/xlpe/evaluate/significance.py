@@ -57,10 +57,19 @@ class Comparison:
         """Both tests below ``alpha`` (the bootstrap alone when there is no test across seeds)."""
         return self.p_bootstrap < alpha and (self.p_seeds is None or self.p_seeds < alpha)
 
+    def worse(self, alpha: float = 0.05) -> bool:
+        """Significantly *worse*: the bootstrap's interval of ``delta`` lies below 0 and the (two-sided) test
+        across seeds, if there is one, is below ``alpha`` too."""
+        return self.delta < 0 and self.ci95[1] < 0 and (self.p_seeds is None or self.p_seeds < alpha)
+
     def verdict(self, alpha: float = 0.05) -> str:
+        """One line: ``significant`` (better), ``significantly worse`` or ``not significant``, with both tests.
+        The bootstrap p is one-sided (the share of resamples in which the system is not better); the test across
+        seeds is two-sided."""
         seeds = (f"{self.seed_test} p={self.p_seeds:.3f}" if self.p_seeds is not None
                  else f"no test across seeds: {self.reason}")
-        head = "significant" if self.significant(alpha) else "not significant"
+        head = ("significant" if self.significant(alpha) else "significantly worse" if self.worse(alpha)
+                else "not significant")
         k = 100.0 if self.metric in PERCENT_METRICS else 1.0      # AER and τ read as percentages
         return (f"{head} at {alpha:g} ({self.metric} {k * self.base_mean:.2f} -> {k * self.sys_mean:.2f}, "
                 f"{'better' if self.delta > 0 else 'not better'}; bootstrap p={self.p_bootstrap:.3f}, {seeds}; "
