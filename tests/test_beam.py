@@ -66,6 +66,19 @@ def test_batched_beam_equals_sentence_by_sentence(stop):
         assert torch.allclose(hb.attn.sum(-1), torch.ones(len(hb.tokens) + 1), atol=1e-4)
 
 
+def test_decoding_steps_give_the_same_beams_with_sdpa_or_the_explicit_product(monkeypatch):
+    """``SDPA_FOR_ONE_QUERY`` only picks the kernel of a decoding step's attention: hypotheses and scores agree."""
+    from xlpe.nn import attention
+    m = random_model(pe=["ape"])
+    src = pad_batch(random_sentences(6, 2, 9, seed=4))
+    out = {}
+    for flag in (True, False):
+        monkeypatch.setattr(attention, "SDPA_FOR_ONE_QUERY", flag)
+        out[flag] = beam_search(m, src, beam=4, lenpen=0.6)
+    assert [h.tokens for h in out[True]] == [h.tokens for h in out[False]]
+    assert [h.score for h in out[True]] == pytest.approx([h.score for h in out[False]], abs=1e-5)
+
+
 @pytest.mark.parametrize("lenpen,style", [(0.0, "fairseq"), (1.0, "fairseq"), (0.6, "gnmt")])
 def test_wide_beam_finds_the_exhaustive_optimum(lenpen, style):
     """Three generable tokens (UNK=1, 4, 5) and at most 2 of them: a beam of 16 keeps every prefix, so it must

@@ -30,6 +30,11 @@ if TYPE_CHECKING:  # pragma: no cover  (no runtime import: position encodings ma
     from xlpe.nn.config import TransformerConfig
 
 
+#: decoding steps (one query row at inference) use SDPA too; False = the explicit product q·kᵀ, softmax, ·v
+#: (benchmarks/bench_decode_attention.py compares the two in one run; both give the same hypotheses)
+SDPA_FOR_ONE_QUERY = True
+
+
 def relative_scores(q: Tensor, rel: Sequence[RelativeTerms]) -> Tensor | None:
     """``q_i · a^K_ij`` with ``a^K_ij = sum_p table_k_p[index_p[.., i, j]]`` ``(B, H, T, T)``, without building the
     ``(.., T, T, d_k)`` tables: ``q · table_kᵀ`` gives ``(B, H, T, R)``, gathered by the index (SPEC §2-§3.3).
@@ -165,7 +170,8 @@ class MultiheadAttention(nn.Module):
                 mask = tri if mask is None else mask & tri
         p = self.dropout if self.training else 0.0
 
-        if not rel and not need_weights:
+        # SDPA, except for one query row at inference (a decoding step) unless SDPA_FOR_ONE_QUERY is set
+        if not rel and not need_weights and (Tq > 1 or self.training or SDPA_FOR_ONE_QUERY):
             out, weights = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p,
                                                           is_causal=sdpa_causal), None
         else:
@@ -184,6 +190,8 @@ class MultiheadAttention(nn.Module):
             rel_v = relative_values(alpha, rel)
             if rel_v is not None:   # Shaw: sum_j alpha_ij a^V_ij
                 out = out + rel_v
+            if not need_weights:
+                weights = None
         out = out.transpose(1, 2).reshape(B, Tq, self.n_heads * self.d_k)
         return self.out_proj(out), weights
 
