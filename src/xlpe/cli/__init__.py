@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "synth": ("xlpe.cli.synth", "generate a built-in synthetic language pair (text, gold alignments, trees, orders)"),
     "subword": ("xlpe.cli.subword", "sentencepiece subwords: train | encode | decode (with word maps)"),
     "align": ("xlpe.cli.align", "statistical word alignment with eflomal (+ symmetrisation)"),
+    "crossalign": ("xlpe.cli.crossalign", "Cross-Align neural word aligner: train (TLM, SSA) | align"),
     "aer": ("xlpe.cli.aer", "alignment error rate, precision and recall against a gold file"),
     "parse": ("xlpe.cli.parse", "dependency trees of tokenised text with spaCy (tokens kept) -> CoNLL-U; UAS/LAS"),
     "orders": ("xlpe.cli.orders", "alignments -> oracle ranks, permutations, pos_XL, DPE targets"),

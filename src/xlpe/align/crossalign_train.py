@@ -1,0 +1,456 @@
+"""Cross-Align training (Lai et al. 2022, §3.3): stage 1 TLM, stage 2 self-supervised alignment (SSA).
+
+* **TLM** (SPEC §7.3, paper Eq. 11): the source and the target are masked independently, 15% of the word
+  pieces (never [CLS], [SEP] or pads), of those 80% -> [MASK], 10% -> a token drawn uniformly from the vocabulary,
+  10% unchanged; the loss is ``CE_mean(src) + CE_mean(tgt)`` of the MLM head on the last layer's states.
+* **SSA** (SPEC §7.4, paper Eq. 12): the frozen stage-1 model labels each batch (word alignments at layer ``c``,
+  τ = 0.001, [CLS] as null sink), mapped back to all piece pairs of linked words; a piece with no link points at
+  the other side's [CLS]. The loss is the cross-entropy of ``P^f`` against ``G`` with the source-[CLS] row
+  zeroed plus that of ``P^b`` against ``G`` with the target-[CLS] column zeroed, each divided by the number of
+  real pieces, ``1e-10`` inside the log. Only layer ``c`` trains by default (``freeze_embeddings=False`` also
+  trains the embeddings, as the authors' code does).
+* **The loop** (SPEC §7.5): AdamW (eps 1e-8, no weight decay), linear decay to 0 with no warm-up, gradient
+  clipping at 1.0, gradient accumulation, optional bf16 autocast, ``torchrun`` DDP, checkpoints
+  (:mod:`xlpe.nn.checkpoint` format) holding model, optimiser, scheduler, RNG states of every rank and the data
+  position, so a killed run resumes exactly. Each stage writes ``OUT/checkpoint_<step>.pt``, ``train_log.csv``,
+  ``run.json`` and the finished aligner as a directory ``OUT/model`` (:meth:`CrossAligner.save_pretrained`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import dataclasses
+import json
+import logging
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from xlpe.align.crossalign import (CONFIG_NAME, Batch, CrossAligner, collate, encode_words, key_mask, link_matrix,
+                                   softmax_both_ways)
+from xlpe.config import option
+from xlpe.errors import ConfigError, XlpeError
+from xlpe.io.atomic import atomic_write
+from xlpe.io.bitext import read_bitext
+from xlpe.nn.checkpoint import checkpoint_path, load_checkpoint, prune_checkpoints, save_checkpoint
+from xlpe.runtime import (AMP_MODES, MetricsLog, autocast_context, get_rng_state, init_distributed, progress_bar,
+                          resolve_device, resume_path, seed_all, set_rng_state, unwrap, write_run_info)
+
+log = logging.getLogger(__name__)
+
+STAGES = ("tlm", "ssa")
+DONE = "DONE.json"
+
+
+@dataclass
+class TrainConfig:
+    """Options of both stages (defaults: SPEC §7.5; per-stage values carry the stage's prefix)."""
+
+    batch_size: int = option(12, "sentence pairs per batch and process")
+    tlm_lr: float = option(5e-4, "stage 1 peak learning rate")
+    tlm_epochs: float = option(2.0, "stage 1 passes over the data")
+    tlm_max_steps: int = option(200_000, "stage 1 cap on optimiser updates")
+    tlm_accumulation: int = option(4, "stage 1 batches per update (gradient accumulation)")
+    mask_prob: float = option(0.15, "TLM: share of word pieces masked on each side")
+    ssa_lr: float = option(1e-5, "stage 2 peak learning rate")
+    ssa_epochs: float = option(1.0, "stage 2 passes over the data")
+    ssa_max_steps: int = option(5_000, "stage 2 cap on optimiser updates")
+    ssa_accumulation: int = option(1, "stage 2 batches per update (1 in the authors' script, 4 in the paper)")
+    label_threshold: float = option(1e-3, "SSA: tau with which the frozen stage-1 model labels the data")
+    freeze_embeddings: bool = option(True, "SSA: freeze the embeddings too (only layer c trains); "
+                                           "--no-freeze-embeddings = the authors' code")
+    clip_norm: float = option(1.0, "gradient norm clipping (0 = none)")
+    adam_eps: float = option(1e-8, "AdamW epsilon")
+    weight_decay: float = option(0.0, "AdamW weight decay")
+    seed: int = option(42, "seed of the weights' random part, masking, dropout and batch order")
+    amp: str = option("none", "autocast: none, bf16 (CPU or GPU) or fp16 (GPU)", choices=AMP_MODES)
+    device: str = option("auto", "cpu, cuda, cuda:N or auto")
+    save_every: int = option(1000, "write a checkpoint every N updates (and at the end)")
+    keep_last: int = option(2, "keep the newest N step checkpoints (0 = all)")
+    log_every: int = option(50, "log the mean loss every N updates")
+    resume: str = option("auto", "auto (continue from the newest checkpoint in the output directory), none "
+                                 "(fresh start) or a checkpoint path")
+    progress: bool = option(True, "progress bar")
+
+    def __post_init__(self):
+        for name in ("batch_size", "tlm_accumulation", "ssa_accumulation", "save_every", "log_every"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be >= 1, not {getattr(self, name)}")
+        if not 0 < self.mask_prob < 1 or not 0 <= self.label_threshold < 1:
+            raise ConfigError("mask_prob must be in (0, 1) and label_threshold in [0, 1)")
+        if self.amp not in AMP_MODES:
+            raise ConfigError(f"amp must be one of {', '.join(AMP_MODES)}, not {self.amp!r}")
+
+    def stage(self, stage: str) -> tuple[float, float, int, int]:
+        """``(lr, epochs, max_steps, accumulation)`` of a stage."""
+        return tuple(getattr(self, f"{stage}_{k}") for k in ("lr", "epochs", "max_steps", "accumulation"))
+
+
+@dataclass
+class TrainResult:
+    stage: str
+    step: int
+    epoch: int
+    out: Path
+    model_dir: Path
+    aligner: CrossAligner
+
+
+# -- objectives ---------------------------------------------------------------------------------------------
+
+def mask_tokens(ids: Tensor, words: Tensor, *, vocab_size: int, mask_id: int, prob: float = 0.15,
+                generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
+    """TLM masking of one ``(N, T)`` batch (SPEC §7.3): ``(inputs, labels)``, labels -100 where not chosen.
+    Only word pieces (``words >= 0``) are eligible; each side of a batch is its own rows, so the sides are
+    masked independently."""
+    u = torch.rand(ids.shape, generator=generator, device=ids.device)
+    chosen = (u < prob) & (words >= 0)
+    labels = torch.where(chosen, ids, torch.full_like(ids, -100))
+    r = torch.rand(ids.shape, generator=generator, device=ids.device)
+    to_mask = chosen & (r < 0.8)
+    to_random = chosen & (r >= 0.8) & (r < 0.9)
+    rand = torch.randint(vocab_size, ids.shape, generator=generator, device=ids.device)
+    inputs = torch.where(to_mask, torch.full_like(ids, mask_id), ids)
+    return torch.where(to_random, rand, inputs), labels
+
+
+def word_link_tensor(links: Tensor, src_words: Tensor, tgt_words: Tensor) -> Tensor:
+    """Subword links ``(B, Ts, Tt)`` -> word links ``(B, Ws, Wt)`` by the "any" rule."""
+    B = links.shape[0]
+    ws, wt = int(src_words.max().item()) + 1, int(tgt_words.max().item()) + 1
+    valid = links & (src_words >= 0)[:, :, None] & (tgt_words >= 0)[:, None, :]
+    b, i, j = valid.nonzero(as_tuple=True)
+    out = torch.zeros(B, max(ws, 1), max(wt, 1), dtype=torch.bool, device=links.device)
+    out[b, src_words[b, i], tgt_words[b, j]] = True
+    return out
+
+
+def ssa_labels(word_links: Tensor, src_words: Tensor, tgt_words: Tensor) -> Tensor:
+    """Piece-level labels ``G (B, Ts, Tt)`` from word links ``(B, Ws, Wt)`` (SPEC §7.4.2): ``G[a, b] = 1`` when
+    the words of pieces ``a`` and ``b`` are linked; a source piece with no link gets ``G[a, CLS_tgt] = 1``, a target
+    piece with none ``G[CLS_src, b] = 1`` ([CLS] is position 0 on both sides)."""
+    B = word_links.shape[0]
+    bi = torch.arange(B, device=word_links.device)[:, None, None]
+    real = (src_words >= 0)[:, :, None] & (tgt_words >= 0)[:, None, :]
+    g = word_links[bi, src_words.clamp(min=0)[:, :, None], tgt_words.clamp(min=0)[:, None, :]] & real
+    g[:, :, 0] |= (src_words >= 0) & ~g.any(2)
+    g[:, 0, :] |= (tgt_words >= 0) & ~g.any(1)
+    return g.float()
+
+
+def ssa_loss(hs: Tensor, ht: Tensor, labels: Tensor, src_words: Tensor, tgt_words: Tensor) -> Tensor:
+    """``-mean_batch[(Σ G^f log P^f)/I + (Σ G^b log P^b)/J]`` with the [CLS] null sink (SPEC §7.4.3)."""
+    scores = torch.bmm(hs.float(), ht.float().transpose(1, 2))
+    pf, pb = softmax_both_ways(scores, key_mask(src_words, "cls"), key_mask(tgt_words, "cls"))
+    gf, gb = labels.clone(), labels.clone()
+    gf[:, 0, :] = 0
+    gb[:, :, 0] = 0
+    n_src = (src_words >= 0).sum(1).clamp(min=1)
+    n_tgt = (tgt_words >= 0).sum(1).clamp(min=1)
+    lf = (gf * torch.log(pf + 1e-10)).sum((1, 2)) / n_src
+    lb = (gb * torch.log(pb + 1e-10)).sum((1, 2)) / n_tgt
+    return -(lf + lb).mean()
+
+
+def set_trainable(model, stage: str, align_layer: int, freeze_embeddings: bool = True) -> list:
+    """Stage 1: every parameter. Stage 2: layer ``c`` only (+ the embeddings when not frozen)."""
+    if stage == "tlm":
+        for p in model.parameters():
+            p.requires_grad_(True)
+        return list(model.parameters())
+    m = len(model.self_layers)
+    if align_layer < 1:
+        raise ConfigError("SSA trains the alignment layer: align_layer must be >= 1")
+    layer = model.self_layers[align_layer - 1] if align_layer <= m else model.cross_layers[align_layer - m - 1]
+    for p in model.parameters():
+        p.requires_grad_(False)
+    for p in layer.parameters():
+        p.requires_grad_(True)
+    if not freeze_embeddings:
+        for p in model.embeddings.parameters():
+            p.requires_grad_(True)
+    return [p for p in model.parameters() if p.requires_grad]
+
+
+# -- data ---------------------------------------------------------------------------------------------------
+
+class PairData:
+    """A tokenised bitext: flat int32 arrays of ``[CLS] pieces [SEP]`` ids and word indices, with offsets."""
+
+    def __init__(self, aligner: CrossAligner, src: str, tgt: str, *, chunk: int = 2000):
+        self.pad_id = aligner.tokenizer.pad_token_id
+        parts: list[list[np.ndarray]] = [[], [], [], []]        # ids, words, lengths (src, tgt) ...
+        lens: list[list[int]] = [[], []]
+        self.truncated, buf = 0, []
+
+        def flush():
+            s, t = [p[0] for p in buf], [p[1] for p in buf]
+            for k, side in enumerate((s, t)):
+                ids, words, cut = encode_words(aligner.tokenizer, side, aligner.config.max_len)
+                self.truncated += cut
+                parts[2 * k].append(np.fromiter((x for seq in ids for x in seq), dtype=np.int32))
+                parts[2 * k + 1].append(np.fromiter((x for seq in words for x in seq), dtype=np.int32))
+                lens[k].extend(len(x) for x in ids)
+            buf.clear()
+
+        for pair in read_bitext(src, tgt):
+            buf.append(pair)
+            if len(buf) >= chunk:
+                flush()
+        if buf:
+            flush()
+        if not lens[0]:
+            raise XlpeError(f"{src}: no sentence pairs to train on")
+        self.ids = [np.concatenate(parts[0]), np.concatenate(parts[2])]
+        self.words = [np.concatenate(parts[1]), np.concatenate(parts[3])]
+        self.offsets = [np.concatenate([[0], np.cumsum(x)]) for x in lens]
+        if self.truncated:
+            log.warning("%d training sentences were longer than max_len=%d subwords and were truncated",
+                        self.truncated, aligner.config.max_len)
+
+    def __len__(self) -> int:
+        return len(self.offsets[0]) - 1
+
+    def batch(self, idx: Sequence[int]) -> Batch:
+        ids, words = [], []
+        for k in (0, 1):
+            o = self.offsets[k]
+            ids += [self.ids[k][o[i]:o[i + 1]] for i in idx]
+            words += [self.words[k][o[i]:o[i + 1]] for i in idx]
+        return collate(ids, words, self.pad_id)
+
+
+class PairSampler:
+    """Shuffled batches of pair indices, one order per epoch from ``(seed, epoch)``; under DDP every global
+    batch is ``world`` consecutive slices (the epoch's order wraps around to fill the last one)."""
+
+    def __init__(self, n: int, batch_size: int, seed: int, rank: int = 0, world: int = 1):
+        self.n, self.bs, self.seed, self.rank, self.world = n, batch_size, seed, rank, world
+        self.epoch, self.position = 0, 0
+        self.per_epoch = math.ceil(n / (batch_size * world))
+        self._order: tuple[int, np.ndarray] | None = None
+
+    def order(self) -> np.ndarray:
+        if self._order is None or self._order[0] != self.epoch:
+            order = np.random.default_rng([self.seed, self.epoch]).permutation(self.n)
+            if self.world > 1:
+                order = np.resize(order, self.per_epoch * self.bs * self.world)
+            self._order = (self.epoch, order)
+        return self._order[1]
+
+    def next(self) -> list[int]:
+        if self.position >= self.per_epoch:
+            self.epoch, self.position = self.epoch + 1, 0
+        start = self.position * self.bs * self.world + self.rank * self.bs
+        self.position += 1
+        return self.order()[start:start + self.bs].tolist()
+
+    def state_dict(self) -> dict:
+        return {"epoch": self.epoch, "position": self.position}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.epoch, self.position = int(state["epoch"]), int(state["position"])
+
+
+# -- the loop -----------------------------------------------------------------------------------------------
+
+def train_stage(stage: str, aligner: CrossAligner, src: str, tgt: str, out: str | Path, cfg: TrainConfig, *,
+                data: PairData | None = None) -> TrainResult:
+    """Run one stage (``tlm`` or ``ssa``) from ``aligner`` (for ``ssa``: the stage-1 model, which also labels)."""
+    if stage not in STAGES:
+        raise ConfigError(f"stage must be one of {', '.join(STAGES)}, not {stage!r}")
+    out = Path(out)
+    dist_ = init_distributed(cfg.device)
+    try:
+        device = resolve_device(cfg.device, dist_)
+        autocast = autocast_context(cfg.amp, device)
+        out.mkdir(parents=True, exist_ok=True)
+        resume_from = resume_path(cfg.resume, out)
+        ck = load_checkpoint(resume_from) if resume_from is not None else None
+        acfg = aligner.config
+        teacher = None
+        if stage == "ssa":
+            teacher = copy.deepcopy(aligner.model).to(device).eval()
+            for p in teacher.parameters():
+                p.requires_grad_(False)
+        bert = {k: v for k, v in aligner.model.config.to_dict().items()
+                if not k.startswith("_") and k not in ("transformers_version", "dtype", "architectures")}
+        model_config = {"bert": bert, "crossalign": dataclasses.asdict(acfg)}
+        if ck is not None:
+            if ck.get("stage") != stage or _norm(ck["model_config"]) != _norm(model_config):
+                raise ConfigError(f"cannot resume from {resume_from}: it is a {ck.get('stage')} run of another model "
+                                  "configuration; use another output directory or resume='none' in a new one")
+            old = ck.get("train_config") or {}
+            diff = [k for k in ("batch_size", "seed", f"{stage}_accumulation") if old.get(k) != getattr(cfg, k)]
+            if len(ck["rng"]) != dist_.world:
+                diff.append("the number of processes")
+            if diff:
+                raise ConfigError(f"cannot resume from {resume_from} exactly: {', '.join(diff)} differ(s) from the "
+                                  "interrupted run; keep them, or start a new run")
+            aligner.model.load_state_dict(ck["model"])
+        data = data if data is not None else PairData(aligner, src, tgt)
+        model = aligner.model.to(device)
+        params = set_trainable(model, stage, acfg.align_layer, cfg.freeze_embeddings)
+        lr, epochs, max_steps, accum = cfg.stage(stage)
+        sampler = PairSampler(len(data), cfg.batch_size, cfg.seed, dist_.rank, dist_.world)
+        total = max(1, min(max_steps, math.ceil(epochs * sampler.per_epoch / accum)))
+        optimizer = torch.optim.AdamW(params, lr=lr, eps=cfg.adam_eps, weight_decay=cfg.weight_decay)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: max(0.0, 1.0 - s / total))
+        step = 0
+        seed_all(cfg.seed + dist_.rank)
+        if ck is not None:
+            optimizer.load_state_dict(ck["optimizer"])
+            scheduler.load_state_dict(ck["scheduler"])
+            sampler.load_state_dict(ck["sampler"])
+            set_rng_state(ck["rng"][dist_.rank % len(ck["rng"])])
+            step = int(ck["step"])
+            log.info("%s: resumed from %s at update %d of %d", stage, resume_from, step, total)
+        net = model
+        if dist_.enabled:
+            from torch.nn.parallel import DistributedDataParallel
+            net = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+        if dist_.is_main:
+            write_run_info(out, stage=stage, train_config=dataclasses.asdict(cfg), model=describe(aligner),
+                           data={"src": str(src), "tgt": str(tgt), "pairs": len(data), "truncated": data.truncated},
+                           updates=total, world=dist_.world)
+        mlog = MetricsLog(out / "train_log.csv", "csv", step if ck is not None else None) if dist_.is_main else None
+        bar = progress_bar(cfg.progress and dist_.is_main, total, step, desc=stage)
+        tok = aligner.tokenizer
+
+        def state() -> dict:
+            rng = [get_rng_state()]
+            if dist_.enabled:
+                import torch.distributed as tdist
+                rng = [None] * dist_.world
+                tdist.all_gather_object(rng, get_rng_state())
+            return {"model": unwrap(net).state_dict(), "model_config": model_config, "stage": stage,
+                    "train_config": dataclasses.asdict(cfg), "optimizer": optimizer.state_dict(),
+                    "scheduler": scheduler.state_dict(), "sampler": sampler.state_dict(), "rng": rng, "step": step,
+                    "epoch": sampler.epoch}
+
+        def micro_loss(batch: Batch) -> Tensor:
+            B = batch.size
+            if stage == "tlm":
+                inputs, labels = mask_tokens(batch.ids, batch.words, vocab_size=len(tok), mask_id=tok.mask_token_id,
+                                             prob=cfg.mask_prob)
+                return net(inputs, batch.attention, mlm_labels=labels)
+            sw, tw = batch.words[:B], batch.words[B:]
+            with torch.no_grad():
+                h = teacher(batch.ids, batch.attention, layer=acfg.align_layer)
+                g = link_matrix(h[:B], h[B:], sw, tw, threshold=cfg.label_threshold, null_sink="cls")
+                labels = ssa_labels(word_link_tensor(g, sw, tw), sw, tw)
+            h = net(batch.ids, batch.attention, layer=acfg.align_layer)
+            return ssa_loss(h[:B], h[B:], labels, sw, tw)
+
+        if stage == "tlm" and tok.mask_token_id is None:
+            raise ConfigError(f"{aligner.source}: the tokenizer has no mask token; TLM needs one")
+        t0, window, pairs = time.monotonic(), [], 0
+        while step < total:
+            net.train()
+            optimizer.zero_grad(set_to_none=True)
+            loss_sum = 0.0
+            for k in range(accum):
+                batch = data.batch(sampler.next()).to(device)
+                sync = net.no_sync() if dist_.enabled and k < accum - 1 else contextlib.nullcontext()
+                with sync:
+                    with autocast():
+                        loss = micro_loss(batch)
+                    (loss / accum).backward()
+                loss_sum += float(loss.detach()) / accum
+                pairs += batch.size
+            gnorm = torch.nn.utils.clip_grad_norm_(params, cfg.clip_norm if cfg.clip_norm > 0 else math.inf)
+            optimizer.step()
+            lr_used = scheduler.get_last_lr()[0]
+            scheduler.step()
+            step += 1
+            window.append(loss_sum)
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(loss=f"{loss_sum:.3f}")
+            if mlog is not None and (step % cfg.log_every == 0 or step == total):
+                dt = time.monotonic() - t0
+                mlog.write({"step": step, "epoch": sampler.epoch, "loss": sum(window) / len(window),
+                            "lr": lr_used, "grad_norm": float(gnorm),
+                            "pairs_per_s": pairs * dist_.world / max(dt, 1e-9)})
+                window, pairs, t0 = [], 0, time.monotonic()
+            if step % cfg.save_every == 0 or step == total:
+                st = state()                       # every rank takes part (RNG gather)
+                if dist_.is_main:
+                    save_checkpoint(checkpoint_path(out, step), st)
+                    prune_checkpoints(out, cfg.keep_last)
+        if bar is not None:
+            bar.close()
+        acfg.stages = [*acfg.stages, stage]
+        model_dir = out / "model"
+        if dist_.is_main:
+            aligner.model.eval()
+            aligner.save_pretrained(model_dir)
+            with atomic_write(out / DONE) as f:
+                json.dump({"stage": stage, "step": step, "model": str(model_dir)}, f)
+        dist_.barrier()
+        return TrainResult(stage, step, sampler.epoch, out, model_dir, aligner)
+    finally:
+        dist_.close()
+
+
+def train(init: str | CrossAligner, src: str, tgt: str, out: str | Path, cfg: TrainConfig | None = None, *,
+          stages: Sequence[str] = STAGES, model_options: dict | None = None) -> TrainResult:
+    """Train Cross-Align: ``stages`` of ``("tlm", "ssa")`` into ``out/tlm`` and ``out/ssa``.
+
+    ``init`` is a :class:`CrossAligner`, a Cross-Align directory (e.g. a stage-1 model for ``ssa`` alone) or a
+    local BERT-like directory (then ``model_options`` are :class:`CrossAlignConfig` fields such as ``m``, ``n``).
+    A stage whose ``DONE.json`` exists is not run again (with ``resume='auto'``); the aligner it wrote is used.
+    """
+    cfg = cfg or TrainConfig()
+    stages = [s for s in STAGES if s in stages]
+    if not stages or len(stages) != len(set(stages)):
+        raise ConfigError(f"stages must be tlm, ssa or both, not {stages!r}")
+    opts = dict(model_options or {})
+    if isinstance(init, CrossAligner):
+        aligner = init
+    elif (Path(init) / CONFIG_NAME).is_file():
+        aligner = CrossAligner.from_pretrained(init)
+        for k, v in opts.items():               # extraction settings may change; the architecture may not
+            if k in ("m", "n", "sequential_cross_update") and v != getattr(aligner.config, k):
+                raise ConfigError(f"{init} is a Cross-Align model with {k}={getattr(aligner.config, k)}; "
+                                  f"it cannot be changed to {v}")
+            setattr(aligner.config, k, v)
+        aligner.config.__post_init__()
+    else:
+        seed_all(cfg.seed)                      # the random cross-attention init
+        aligner = CrossAligner.from_encoder(init, **opts)
+    if stages[0] == "ssa" and not (isinstance(init, CrossAligner) or "tlm" in aligner.config.stages):
+        log.warning("SSA from a model that had no TLM stage: its labels come from an untrained cross layer")
+    result = None
+    dist_ = init_distributed(cfg.device)        # one process group for both stages
+    try:
+        for stage in stages:
+            sub = Path(out) / stage
+            if cfg.resume == "auto" and (sub / DONE).is_file():
+                log.info("%s: already done in %s, loading its model", stage, sub)
+                aligner = CrossAligner.from_pretrained(sub / "model")
+                result = TrainResult(stage, json.loads((sub / DONE).read_text())["step"], 0, sub, sub / "model",
+                                     aligner)
+                continue
+            result = train_stage(stage, aligner, src, tgt, sub, cfg)
+            aligner = result.aligner
+    finally:
+        dist_.close()
+    return result
+
+
+def describe(al: CrossAligner) -> dict:
+    """The aligner's settings and size, for the run record."""
+    return {"source": al.source, **dataclasses.asdict(al.config), "vocab": len(al.tokenizer),
+            "hidden": al.model.config.hidden_size, "parameters": sum(p.numel() for p in al.model.parameters())}
+
+
+def _norm(x):
+    return json.loads(json.dumps(x, sort_keys=True, default=str))

@@ -1,0 +1,369 @@
+"""Cross-Align (SPEC §7): extraction (§12 example 8), the cross layers, SSA labels and loss, TLM masking, saving,
+exact resumption, bad input and the command line, on a tiny random BERT and a WordPiece vocabulary built here."""
+
+import csv
+import json
+import logging
+import os
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from transformers import BertConfig, BertModel, BertTokenizer  # noqa: E402
+
+import xlpe.align.crossalign_train as ct  # noqa: E402
+from xlpe.align.crossalign import (CrossAligner, key_mask, link_matrix, softmax_both_ways,  # noqa: E402
+                                   word_links)
+from xlpe.cli import main  # noqa: E402
+from xlpe.errors import ConfigError, FormatError  # noqa: E402
+
+EN = "the cat sat on a mat dog ran to house big small red".split()
+DE = "die katze sass auf einer matte hund lief zum haus gross klein rot".split()
+LETTERS = "abcdefghijklmnopqrstuvwxyz"
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + EN + DE + list(LETTERS) + ["##" + c for c in LETTERS]
+PAIRS = [("the cat sat on a mat", "die katze sass auf einer matte"), ("a dog ran", "hund lief"),
+         ("the big dog ran to the house", "der grosse hund lief zum haus"),
+         ("a small red cat", "eine kleine rote katze"), ("the cat ran", "die katze lief"),
+         ("a big house", "ein grosses haus"), ("the red dog sat", "der rote hund sass"), ("a mat", "eine matte"),
+         ("the small house", "das kleine haus"), ("dog and cat", "hund und katze")]
+
+
+def tokenizer():
+    return BertTokenizer(vocab={w: i for i, w in enumerate(dict.fromkeys(VOCAB))})
+
+
+def bert_config(layers=4, **kw):
+    return BertConfig(vocab_size=len(tokenizer()), hidden_size=32, num_hidden_layers=layers, num_attention_heads=4,
+                      intermediate_size=64, max_position_embeddings=48, **kw)
+
+
+def aligner(m=2, n=2, seed=0, **kw):
+    torch.manual_seed(seed)
+    return CrossAligner.from_config(bert_config(m + n), tokenizer(), m=m, n=n, attn_implementation="eager", **kw)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    d = tmp_path_factory.mktemp("corpus")
+    (d / "src").write_text("".join(s + "\n" for s, _ in PAIRS))
+    (d / "tgt").write_text("".join(t + "\n" for _, t in PAIRS))
+    return d / "src", d / "tgt"
+
+
+@pytest.fixture(scope="module")
+def encoder_dir(tmp_path_factory):
+    """A plain BERT encoder directory without an MLM head (like an e5 import)."""
+    d = tmp_path_factory.mktemp("enc")
+    torch.manual_seed(1)
+    BertModel(bert_config(4), add_pooling_layer=False).save_pretrained(d)
+    tokenizer().save_pretrained(d)
+    return d
+
+
+# -- extraction -----------------------------------------------------------------------------------------------
+
+def test_example8_one_hot_states_give_the_permutation():
+    """SPEC §12.8: states 10·onehot, source piece k equal to target piece π(k); τ=0.15 gives exactly {(k, π(k))}
+    through the word maps, and a [CLS] scoring 0 against everything changes nothing (null sink or not)."""
+    d = 8
+    src_words = torch.tensor([[-1, 0, 0, 1, 2, 3, -1, -1]])          # [CLS] w0 w0 w1 w2 w3 [SEP] pad
+    tgt_words = torch.tensor([[-1, 0, 1, 1, 2, 3, -1, -1]])          # [CLS] w0 w1 w1 w2 w3 [SEP] pad
+    pi = {1: 4, 2: 3, 3: 5, 4: 1, 5: 2}                              # source piece -> target piece
+    hs, ht = torch.zeros(1, 8, d), torch.zeros(1, 8, d)              # [CLS], [SEP], pads: zero vectors
+    for k, (s, t) in enumerate(pi.items()):
+        hs[0, s, k] = ht[0, t, k] = 10.0
+    expected = sorted({(src_words[0, s].item(), tgt_words[0, t].item()) for s, t in pi.items()})
+    for sink in ("cls", "none"):
+        scores = torch.bmm(hs, ht.transpose(1, 2))
+        pf, pb = softmax_both_ways(scores, key_mask(src_words, sink), key_mask(tgt_words, sink))
+        for s, t in pi.items():
+            assert pf[0, s, t] > 0.99 and pb[0, s, t] > 0.99
+        g = link_matrix(hs, ht, src_words, tgt_words, threshold=0.15, null_sink=sink)
+        assert word_links(g, src_words, tgt_words) == [expected]
+        assert not g[0, 0, 1:].any() and not g[0, 1:, 0].any()          # the zero-score [CLS] takes no link
+    g = link_matrix(hs, ht, src_words, tgt_words, method="argmax")
+    assert word_links(g, src_words, tgt_words) == [expected]
+    # SPEC's caution: unscaled one-hots put a non-match at 1/(e+J-1), near τ (here J = 5 pieces + [CLS]);
+    # the ×10 leaves no doubt
+    off = torch.ones(8, 8, dtype=torch.bool)
+    off[list(pi), list(pi.values())] = False
+    tk = key_mask(tgt_words, "cls")
+    for scale, lo, hi in ((0.01, 1 / (2.718281828 + 5) - 1e-6, 1 / (2.718281828 + 5) + 1e-6), (1.0, 0.0, 1e-4)):
+        pf = softmax_both_ways(torch.bmm(hs, ht.transpose(1, 2)) * scale, key_mask(src_words, "cls"), tk)[0]
+        worst = pf[0][off & (src_words[0] >= 0)[:, None] & (tgt_words[0] >= 0)[None, :]].max().item()
+        assert lo <= worst <= hi
+
+
+def test_probabilities_and_word_rule():
+    sw = torch.tensor([[-1, 0, 0, 1, -1, -1], [-1, 0, 1, 2, 2, -1]])
+    tw = torch.tensor([[-1, 0, 1, -1, -1], [-1, 0, 0, 1, -1]])
+    g = torch.rand(2, 6, 5) > 0.5
+    p = torch.rand(2, 6, 5)
+    out = word_links(g, sw, tw, p)
+    for b in range(2):      # brute force: any piece pair; probability = max over all piece pairs of the words
+        want = {}
+        for i in range(6):
+            for j in range(5):
+                if sw[b, i] >= 0 and tw[b, j] >= 0 and g[b, i, j]:
+                    wi, wj = sw[b, i].item(), tw[b, j].item()
+                    want[(wi, wj)] = max(p[b, k, l].item() for k in range(6) for l in range(5)
+                                         if sw[b, k] == wi and tw[b, l] == wj)
+        assert [(i, j) for i, j, _ in out[b]] == sorted(want)
+        assert all(abs(q - want[(i, j)]) < 1e-6 for i, j, q in out[b])
+
+
+# -- the model --------------------------------------------------------------------------------------------------
+
+def _states(al, layer, src, tgt):
+    return al.hidden_states(al.encode(src, tgt), layer)
+
+
+def test_simultaneous_and_sequential_update_differ_only_as_specified():
+    al = aligner(m=1, n=2)
+    src, tgt = ["the cat sat on a mat"], ["die katze sass"]          # different lengths: padding involved
+    batch = al.encode(src, tgt)
+    model = al.model
+    with torch.no_grad():                       # larger cross-attention weights than the N(0, 0.02) init
+        for layer in model.cross_layers:
+            for p in layer.crossattention.self.parameters():
+                p.mul_(10)
+    h0 = torch.cat(_states(al, 1, src, tgt))
+    other = torch.cat([batch.attention[1:], batch.attention[:1]])
+    from transformers.masking_utils import create_bidirectional_mask
+    mask = create_bidirectional_mask(config=model.config, inputs_embeds=h0, attention_mask=other,
+                                     encoder_hidden_states=h0)
+    layer = model.cross_layers[0]
+    with torch.no_grad():
+        x_sim, y_sim = layer(h0[:1], h0[1:], mask[:1]), layer(h0[1:], h0[:1], mask[1:])
+        y_seq = layer(h0[1:], x_sim, mask[1:])
+    sim = _states(al, 2, src, tgt)
+    model.config.sequential_cross_update = True
+    seq = _states(al, 2, src, tgt)
+    assert torch.allclose(sim[0], x_sim, atol=1e-5) and torch.allclose(sim[1], y_sim, atol=1e-5)
+    assert torch.allclose(seq[0], x_sim, atol=1e-5) and torch.allclose(seq[1], y_seq, atol=1e-5)
+    assert (sim[1] - seq[1]).abs().max() > 1e-3                         # only the target stream differs
+    model.config.sequential_cross_update = False
+    # the other stream's padding is masked: the pair alone gives the same states as in a padded batch
+    alone = _states(al, 3, src, tgt)
+    both = _states(al, 3, src + ["a dog"], tgt + ["hund lief zum haus gross klein rot matte katze"])
+    n_s, n_t = (al.encode(src, tgt).attention[k].sum().item() for k in (0, 1))
+    assert torch.allclose(alone[0][0, :n_s], both[0][0, :n_s], atol=1e-5)
+    assert torch.allclose(alone[1][0, :n_t], both[1][0, :n_t], atol=1e-5)
+
+
+def test_cross_weights_are_shared_by_both_directions():
+    al = aligner(m=1, n=2)
+    assert sum("crossattention" in name for name, _ in al.model.named_modules() if name.endswith("crossattention")) == 2
+    parts = {n.split(".")[1] for n, _ in al.model.cross_layers.named_parameters()}
+    assert parts == {"crossattention", "intermediate", "output"}          # no self-attention sub-layer
+    a, b = "the big dog ran to the house", "der hund lief"
+    for layer in (1, 2, 3):                                            # swapping the inputs swaps the outputs
+        hx, hy = _states(al, layer, [a], [b])
+        gy, gx = _states(al, layer, [b], [a])
+        assert torch.allclose(hx, gx, atol=1e-5) and torch.allclose(hy, gy, atol=1e-5)
+    q = al.model.cross_layers[0].crossattention.self.query.weight
+    assert 0.015 < q.std().item() < 0.025                              # BERT init N(0, 0.02)
+
+
+def test_init_from_an_encoder_directory_maps_layers(encoder_dir, caplog):
+    enc = BertModel.from_pretrained(encoder_dir)
+    with caplog.at_level(logging.INFO):
+        al = CrossAligner.from_encoder(encoder_dir, n=1)
+    assert "no MLM head" in caplog.text and (al.config.m, al.config.n, al.config.align_layer) == (3, 1, 4)
+    sd, ref = al.model.state_dict(), enc.state_dict()
+    for k in ("attention.self.query.weight", "intermediate.dense.weight", "output.LayerNorm.bias"):
+        for i in range(3):
+            assert torch.equal(sd[f"self_layers.{i}.{k}"], ref[f"encoder.layer.{i}.{k}"])
+    assert torch.equal(sd["cross_layers.0.intermediate.dense.weight"], ref["encoder.layer.3.intermediate.dense.weight"])
+    assert torch.equal(sd["embeddings.word_embeddings.weight"], ref["embeddings.word_embeddings.weight"])
+    assert al.model.cls.predictions.decoder.weight is al.model.embeddings.word_embeddings.weight
+
+
+# -- training objectives -------------------------------------------------------------------------------------------
+
+def test_ssa_labels_follow_the_null_sink_rule():
+    sw = torch.tensor([[-1, 0, 0, 1, 2, -1, -1]])                     # w0 has 2 pieces; word 2 unaligned
+    tw = torch.tensor([[-1, 0, 1, 1, -1]])                             # target word 0 unaligned
+    links = torch.zeros(1, 3, 2, dtype=torch.bool)
+    links[0, 0, 1] = links[0, 1, 1] = True
+    g = ct.ssa_labels(links, sw, tw)
+    want = torch.zeros(1, 7, 5)
+    want[0, 1:4, 2:4] = 1                                               # all piece pairs of linked words
+    want[0, 4, 0] = 1                                                   # unaligned source piece -> CLS_tgt
+    want[0, 0, 1] = 1                                                   # unaligned target piece -> CLS_src
+    assert torch.equal(g, want)
+    # word links back from piece links ("any" rule)
+    piece = torch.zeros(1, 7, 5, dtype=torch.bool)
+    piece[0, 2, 3] = piece[0, 3, 2] = True
+    assert torch.equal(ct.word_link_tensor(piece, sw, tw), links)
+    # the loss: row-normalised CE with the source-[CLS] row zeroed + column-normalised with the target-[CLS]
+    # column zeroed, each over the real pieces (I=4, J=3), computed here by hand
+    hs, ht = torch.randn(1, 7, 6), torch.randn(1, 5, 6)
+    s = hs[0] @ ht[0].T
+    sk, tk = [0, 1, 2, 3, 4], [0, 1, 2, 3]
+    lf = sum(want[0, i, j] * torch.log(torch.softmax(s[i, tk], 0)[tk.index(j)] + 1e-10)
+             for i in range(1, 7) for j in tk)
+    lb = sum(want[0, i, j] * torch.log(torch.softmax(s[sk, j], 0)[sk.index(i)] + 1e-10)
+             for j in range(1, 5) for i in sk)
+    assert torch.allclose(ct.ssa_loss(hs, ht, g, sw, tw), -(lf / 4 + lb / 3), atol=1e-5)
+
+
+def test_tlm_masking_rates():
+    V, mask_id = 100, 4
+    gen = torch.Generator().manual_seed(0)
+    ids = torch.randint(5, V, (4000, 40), generator=gen)
+    words = torch.arange(40).expand(4000, 40).clone()
+    words[:, 0] = words[:, 30:] = -1                                    # [CLS], [SEP] and pads
+    inputs, labels = ct.mask_tokens(ids, words, vocab_size=V, mask_id=mask_id, generator=gen)
+    chosen = labels != -100
+    assert not chosen[words < 0].any() and torch.equal(labels[chosen], ids[chosen])
+    assert torch.equal(inputs[~chosen], ids[~chosen])
+    assert abs(chosen[words >= 0].float().mean().item() - 0.15) < 0.004
+    sel_in, sel_orig = inputs[chosen], ids[chosen]
+    rate_mask = (sel_in == mask_id).float().mean().item()
+    rate_same = (sel_in == sel_orig).float().mean().item()
+    assert abs(rate_mask - (0.8 + 0.1 / V)) < 0.01
+    assert abs(rate_same - (0.1 + 0.1 / V)) < 0.01
+    assert abs(1 - rate_mask - rate_same - 0.1 * (V - 2) / V) < 0.01
+    # the two sides of a batch (different rows) are masked independently
+    a, b = chosen[:2000, 1:30].float(), chosen[2000:, 1:30].float()
+    assert abs((a * b).mean().item() - a.mean().item() * b.mean().item()) < 0.003
+
+
+def _quick(**kw):
+    base = dict(batch_size=3, tlm_accumulation=2, tlm_epochs=10, tlm_max_steps=5, ssa_max_steps=2, ssa_epochs=5,
+                save_every=1, keep_last=2, log_every=1, progress=False, device="cpu", seed=3)
+    return ct.TrainConfig(**{**base, **kw})
+
+
+def test_ssa_trains_only_the_alignment_layer(corpus):
+    for freeze in (True, False):
+        al = aligner(m=2, n=2)
+        before = {k: v.clone() for k, v in al.model.state_dict().items()}
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            res = ct.train_stage("ssa", al, *corpus, d, _quick(ssa_lr=1e-2, freeze_embeddings=freeze))
+        changed = {k for k, v in res.aligner.model.state_dict().items() if not torch.equal(v, before[k])}
+        layer_c = {k for k in before if k.startswith("cross_layers.0.")}   # c = m + 1 = 3
+        emb = {k for k in before if k.startswith("embeddings.") and "LayerNorm" not in k and "token_type" not in k}
+        assert layer_c <= changed
+        outside = changed - layer_c                                     # embeddings (tied: the MLM decoder)
+        assert outside == (set() if freeze else
+                           {k for k in changed if k.startswith(("embeddings.", "cls.predictions.decoder"))})
+        assert freeze or emb & changed
+
+
+def test_kill_and_resume_of_stage1_is_exact(corpus, tmp_path, monkeypatch):
+    straight = ct.train_stage("tlm", aligner(), *corpus, tmp_path / "a", _quick())
+    assert straight.step == 5 and straight.epoch >= 2
+
+    class Killed(BaseException):
+        pass
+
+    real_save = ct.save_checkpoint
+
+    def save_then_die(path, state):
+        real_save(path, state)
+        if state["step"] == 3:                                           # mid-epoch (2 updates per epoch)
+            raise Killed
+
+    monkeypatch.setattr(ct, "save_checkpoint", save_then_die)
+    with pytest.raises(Killed):
+        ct.train_stage("tlm", aligner(), *corpus, tmp_path / "b", _quick())
+    monkeypatch.setattr(ct, "save_checkpoint", real_save)
+    resumed = ct.train_stage("tlm", aligner(seed=99), *corpus, tmp_path / "b", _quick())   # a fresh process
+    assert resumed.step == 5
+    a, b = straight.aligner.model.state_dict(), resumed.aligner.model.state_dict()
+    for k in a:
+        assert torch.allclose(a[k], b[k], rtol=1e-6, atol=1e-7), k
+    rows = list(csv.DictReader(open(tmp_path / "b" / "train_log.csv")))
+    assert [int(r["step"]) for r in rows] == [1, 2, 3, 4, 5]             # the log was continued, not duplicated
+    first = {r["step"]: r["loss"] for r in csv.DictReader(open(tmp_path / "a" / "train_log.csv"))}
+    assert all(first[r["step"]] == r["loss"] for r in rows)
+    with pytest.raises(ConfigError, match="batch_size differ"):             # not resumable exactly
+        ct.train_stage("tlm", aligner(), *corpus, tmp_path / "b", _quick(batch_size=4))
+    with pytest.raises(ConfigError, match="already holds checkpoints"):
+        ct.train_stage("tlm", aligner(), *corpus, tmp_path / "b", _quick(resume="none"))
+
+
+# -- saving, bad input, the command line ------------------------------------------------------------------------
+
+def test_save_and_load_give_identical_links(tmp_path):
+    al = aligner(m=2, n=1, threshold=0.1)
+    src, tgt = [s for s, _ in PAIRS], [t for _, t in PAIRS]
+    before = al.align(src, tgt, probabilities=True)
+    al.save_pretrained(tmp_path / "m")
+    meta = json.loads((tmp_path / "m" / "crossalign.json").read_text())
+    assert (meta["m"], meta["n"], meta["align_layer"], meta["threshold"]) == (2, 1, 3, 0.1)
+    again = CrossAligner.from_pretrained(tmp_path / "m", attn_implementation="eager")
+    assert again.align(src, tgt, probabilities=True) == before
+    sdpa = CrossAligner.from_pretrained(tmp_path / "m").align(src, tgt, probabilities=True)   # another kernel
+    assert [a for a, _ in sdpa] == [a for a, _ in before]
+    assert all(abs(p[k] - q[k]) < 1e-5 for (_, p), (_, q) in zip(sdpa, before) for k in p)
+    assert again.align(src, tgt, method="argmax", layer=2) == al.align(src, tgt, method="argmax", layer=2)
+
+
+def test_bad_inputs(tmp_path, encoder_dir, caplog):
+    al = aligner()
+    with pytest.raises(ConfigError, match="2 source sentences but 1 target"):
+        al.align(["a cat", "a dog"], ["katze"])
+    with pytest.raises(FormatError, match=r"<target>:2: empty sentence"):
+        al.align(["a cat", "a dog"], ["katze", "  "])
+    # too long: truncated with a warning and a count, never silently
+    al.config.max_len = 6
+    with caplog.at_level(logging.WARNING):
+        out = al.align(["the cat sat on a mat dog", "a dog"], ["die katze", "hund"], threshold=0.0)
+    assert "1 sentences" in caplog.text and al.truncated == 1
+    assert max(i for i, _ in out[0].links) <= 3                         # words 4.. were cut off
+    (tmp_path / "gpt").mkdir()
+    (tmp_path / "gpt" / "config.json").write_text(json.dumps({"model_type": "gpt2"}))
+    with pytest.raises(ConfigError, match="not BERT-like"):
+        CrossAligner.from_encoder(tmp_path / "gpt")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ConfigError, match="no config.json"):
+        CrossAligner.load(tmp_path / "empty")
+    big = tmp_path / "big"
+    big.mkdir()
+    BertModel(BertConfig(vocab_size=20, hidden_size=8, num_hidden_layers=2, num_attention_heads=2,
+                         intermediate_size=8)).save_pretrained(big)
+    tokenizer().save_pretrained(big)
+    with pytest.raises(ConfigError, match="do not belong together"):
+        CrossAligner.from_encoder(big, n=1)
+    short = tmp_path / "short"
+    short.write_text("a cat\n")
+    (tmp_path / "two").write_text("katze\nhund\n")
+    with pytest.raises(FormatError, match="short has 1 lines"):
+        ct.PairData(al, short, tmp_path / "two")
+
+
+def test_cli_train_then_align(corpus, encoder_dir, tmp_path, capsys):
+    out = tmp_path / "run"
+    argv = ["crossalign", "train", "--init", str(encoder_dir), "--src", str(corpus[0]), "--tgt", str(corpus[1]),
+            "--out", str(out), "--n", "1", "--batch-size", "4", "--tlm-max-steps", "2", "--tlm-accumulation", "1",
+            "--ssa-max-steps", "2", "--no-progress", "--save-every", "1", "--attn-implementation", "eager"]
+    assert main(argv) == 0
+    model = out / "ssa" / "model"
+    meta = json.loads((model / "crossalign.json").read_text())
+    assert meta["stages"] == ["tlm", "ssa"] and (meta["m"], meta["n"], meta["align_layer"]) == (3, 1, 4)
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["model"] == str(model)
+    assert main(argv) == 0                                               # done stages are not run again
+    links, probs = tmp_path / "links", tmp_path / "probs"
+    assert main(["crossalign", "align", str(corpus[0]), str(corpus[1]), "--model", str(model), "-o", str(links),
+                 "--probs-out", str(probs), "--batch-size", "3", "--chunk-size", "4", "--quiet"]) == 0
+    lines, plines = links.read_text().splitlines(), probs.read_text().splitlines()
+    assert len(lines) == len(plines) == len(PAIRS)
+    api = CrossAligner.from_pretrained(model).align([s for s, _ in PAIRS], [t for _, t in PAIRS])
+    for line, pl, a, (s, t) in zip(lines, plines, api, PAIRS):
+        got = [tuple(map(int, x.split("-"))) for x in line.split()]
+        assert got == sorted(a.links) and len(pl.split()) == len(got)
+        assert all(i < len(s.split()) and j < len(t.split()) for i, j in got)
+    # the untrained-encoder baseline; 'trained' on a plain encoder is refused
+    assert main(["crossalign", "align", str(corpus[0]), str(corpus[1]), "--model", str(encoder_dir), "-o",
+                 str(tmp_path / "base"), "--method", "argmax", "--layer", "2", "--quiet"]) == 0
+    assert len((tmp_path / "base").read_text().splitlines()) == len(PAIRS)
+    assert main(["crossalign", "align", str(corpus[0]), str(corpus[1]), "--model", str(encoder_dir), "-o",
+                 str(tmp_path / "x")]) == 1
+    assert "plain encoder" in capsys.readouterr().err
