@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import functools
 import itertools
 import json
 import logging
@@ -35,6 +36,7 @@ from xlpe.align.symmetrize import canonical_method, csr_links, symmetrize_batch
 from xlpe.errors import ConfigError, FormatError, XlpeError
 from xlpe.io.alignments import Alignment, format_alignment
 from xlpe.io.atomic import atomic_write
+from xlpe.io.process import TAG_RE, child_dies_with_parent, owner_tag, remove_stale
 from xlpe.io.bitext import parse_joint_line
 from xlpe.io.text import count_lines, tokenize
 from xlpe.align import eflomal_format as fmt
@@ -50,6 +52,8 @@ EFLOMAL_MAX_LEN = 1024
 #: symmetrisation methods plus the two directional alignments themselves.
 OUTPUT_METHODS = SYM_METHODS + ("forward", "reverse")
 INSTALL_HINT = "pip install 'xlpe[eflomal]' (GPLv3)"
+#: the temporary directories: ``xlpe-align-<owner tag>-<random>`` and ``xlpe-eflomal-...``.
+TMP_PATTERN = r"xlpe-(?:align|eflomal)-" + TAG_RE + r"-\w+"
 _META_SUFFIX = ".xlpe.json"
 _META_FORMAT = "xlpe.align.eflomal/1"
 
@@ -63,7 +67,25 @@ def import_eflomal():
     except ImportError as e:
         raise ConfigError(f"the eflomal aligner needs the optional package eflomal: {INSTALL_HINT} "
                           f"[import failed: {e}]") from None
+    runner = getattr(eflomal.cython, "subprocess", None)
+    if runner is subprocess and child_dies_with_parent() is not None:
+        eflomal.cython.subprocess = _ChildDiesWithParent()
     return eflomal
+
+
+class _ChildDiesWithParent:
+    """Stands in for :mod:`subprocess` inside ``eflomal.cython``, whose ``align`` runs the eflomal binary with
+    ``subprocess.run`` and no way to pass options: the binary then dies with the process that started it, even
+    when that one is killed by SIGKILL (otherwise it would go on at 100% CPU for nothing). Everything else is
+    :mod:`subprocess` itself."""
+
+    _SPAWN = ("run", "call", "check_call", "check_output", "Popen")
+
+    def __getattr__(self, name):
+        attr = getattr(subprocess, name)
+        if name in self._SPAWN:
+            return functools.partial(attr, preexec_fn=child_dies_with_parent())
+        return attr
 
 
 def eflomal_available() -> bool:
@@ -150,6 +172,8 @@ class EflomalAligner:
         self.quiet = bool(quiet)
         self.verbose = bool(verbose)
         self.priors = priors
+        if tmp_dir is not None and not os.path.isdir(tmp_dir):
+            raise ConfigError(f"tmp_dir {os.fspath(tmp_dir)} is not a directory")
         self.tmp_dir = None if tmp_dir is None else os.fspath(tmp_dir)
         self.n_fit_sentences: int | None = None
 
@@ -230,8 +254,10 @@ class EflomalAligner:
             raise ConfigError(f"index_base must be 0 or 1, not {index_base!r}")
         t0 = time.time()
         to_words = self._segs is not None and not self.subword_output
+        remove_stale(self.tmp_dir or tempfile.gettempdir(), TMP_PATTERN)     # left by a run killed by SIGKILL
         with contextlib.ExitStack() as stack:
-            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="xlpe-align-", dir=self.tmp_dir))
+            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix=f"xlpe-align-{owner_tag()}-",
+                                                                  dir=self.tmp_dir))
             src, tgt = self._spool_stdin(src, tgt, tmp)
             total = None if self.quiet else count_lines(src)
             factory = lambda: self._file_blocks(src, tgt)  # noqa: E731
@@ -558,7 +584,8 @@ class EflomalAligner:
         items are prepared again (or replayed, with ``cache``) to convert the links to words."""
         show = progress and not self.quiet
         ef = import_eflomal()
-        with tempfile.TemporaryDirectory(prefix="xlpe-eflomal-", dir=self.tmp_dir) as d:
+        remove_stale(self.tmp_dir or tempfile.gettempdir(), TMP_PATTERN)     # left by a run killed by SIGKILL
+        with tempfile.TemporaryDirectory(prefix=f"xlpe-eflomal-{owner_tag()}-", dir=self.tmp_dir) as d:
             p = lambda name: os.path.join(d, name)  # noqa: E731
             src_vocab: dict[str, int] = {}
             tgt_vocab: dict[str, int] = {}

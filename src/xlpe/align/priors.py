@@ -75,9 +75,15 @@ class Priors:
             f = open(path, "r", encoding="utf-8")
         except FileNotFoundError:
             raise FormatError("priors file not found", path) from None
+        except IsADirectoryError:
+            raise FormatError("is a directory", path, expected="an eflomal priors file") from None
         with f:
             while True:
-                lines = list(itertools.islice(f, batch))
+                try:
+                    lines = list(itertools.islice(f, batch))
+                except UnicodeDecodeError as e:
+                    raise FormatError(f"invalid UTF-8 at or after line {start} ({e.reason})", path,
+                                      expected="an eflomal priors file (UTF-8 text)") from None
                 if not lines:
                     break
                 try:

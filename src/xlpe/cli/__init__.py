@@ -11,10 +11,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import re
 import sys
 
 from xlpe import __version__
-from xlpe.errors import XlpeError
+from xlpe.errors import ConfigError, XlpeError
 
 # name -> (module, one-line help). The order is the data flow of DESIGN.md.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -52,8 +53,54 @@ def build_parser(argv: list[str]) -> tuple[argparse.ArgumentParser, dict]:
         if name == chosen:
             module = importlib.import_module(mod)
             module.add_cli_arguments(p)
-            p.set_defaults(_main=module.cli_main)
+            p.set_defaults(_main=module.cli_main, _parser=p, _api_flags=getattr(module, "API_FLAGS", {}))
     return parser, cmds
+
+
+def _flags(parser: argparse.ArgumentParser) -> dict[str, str]:
+    """``field name -> --flag`` for the options of ``parser`` and of its sub-commands (a dest ``train.lr``
+    names the field ``lr``)."""
+    out: dict[str, str] = {}
+    for a in parser._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            for sub in a.choices.values():
+                for k, v in _flags(sub).items():
+                    out.setdefault(k, v)
+            continue
+        longs = [o for o in a.option_strings if o.startswith("--")]
+        if longs and a.dest not in (argparse.SUPPRESS, "help"):
+            out.setdefault(a.dest.rsplit(".", 1)[-1], longs[0])
+    return out
+
+
+def flag_message(message: str, parser: argparse.ArgumentParser | None, aliases: dict[str, str] | None = None) -> str:
+    """``message`` of an error from the Python API, with the API's parameter names replaced by the command-line
+    flags the user typed: ``best_metric='bleu' needs dev_bleu=True`` -> ``--best-metric 'bleu' needs
+    --dev-bleu``. A flag of the message that this command does not have, but has for training or dev data
+    (``--orders`` for ``--train-orders``), is replaced too. ``aliases``: API names whose flag is named otherwise
+    (``{"rel_iterations": "--length"}``)."""
+    if parser is None:
+        return message
+    flags = _flags(parser)
+    names = {**flags, **(aliases or {})}
+    for name, flag in sorted(names.items(), key=lambda kv: -len(kv[0])):
+        if "_" not in name or flag in message:      # a word of prose as well (only as name=value below), or named
+            continue
+        message = re.sub(rf"(?<![\w.\-/]){re.escape(name)}(?:=True\b|=(?=\S)|(?![\w\-]|\.\w))",
+                         lambda m: flag + (" " if m.group(0).endswith("=") else ""), message)
+    for name, flag in names.items():                     # name=value for one-word names: pe=['xl'] -> --pe ['xl']
+        message = re.sub(rf"(?<![\w.\-/]){re.escape(name)}(?:=True\b|=(?=\S))",
+                         lambda m: flag + (" " if m.group(0).endswith("=") else ""), message)
+    known = set(flags.values())
+    side = "--dev-" if re.search(r"\bdev data\b", message) else "--train-"
+
+    def swap(m):
+        flag = m.group(0)
+        if flag in known:
+            return flag
+        other = side + flag[2:]
+        return other if other in known else flag
+    return re.sub(r"(?<![\w-])--[a-z][a-z0-9-]*", swap, message)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,11 +112,18 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "_main", None):
         parser.print_help()
         return 2
+    from xlpe.io.process import Terminated, sigterm_as_interrupt
     try:
-        return int(args._main(args) or 0)
+        with sigterm_as_interrupt():            # SIGTERM cleans up as Ctrl-C does (outputs, temp files, children)
+            return int(args._main(args) or 0)
     except XlpeError as e:
-        print(f"xlpe {args.command}: error: {e}", file=sys.stderr)
+        msg = flag_message(str(e), args._parser, args._api_flags) if isinstance(e, ConfigError) else str(e)
+        print(f"xlpe {args.command}: error: {msg}", file=sys.stderr)
         return 1
+    except Terminated:
+        print(f"xlpe {args.command}: terminated (SIGTERM): stopped and cleaned up, no output half-written",
+              file=sys.stderr)
+        return 143
     except KeyboardInterrupt:
         print(f"xlpe {args.command}: interrupted", file=sys.stderr)
         return 130

@@ -8,10 +8,14 @@ import sys
 
 from xlpe.align.eflomal import OUTPUT_METHODS, EflomalAligner
 from xlpe.align.symmetrize import METHODS as SYM_METHODS
+from xlpe.cli import flag_message
 from xlpe.errors import ConfigError, XlpeError
 from xlpe.io.atomic import check_outputs
 
 logger = logging.getLogger("xlpe.align")
+
+#: EflomalAligner parameters whose flag is named otherwise (for error messages)
+API_FLAGS = {"rel_iterations": "--length", "subword": "--subword-model", "verbose": "--eflomal-verbose"}
 
 
 def _iterations_arg(text: str):
@@ -135,6 +139,7 @@ def cli_main(args: argparse.Namespace) -> int:
             print(msg, file=sys.stderr)
         return 0
     except XlpeError as e:
-        print(f"xlpe align: error: {e}", file=sys.stderr)
+        msg = flag_message(str(e), getattr(args, "_parser", None), API_FLAGS) if isinstance(e, ConfigError) else e
+        print(f"xlpe align: error: {msg}", file=sys.stderr)
         return 2 if isinstance(e, ConfigError) else 1
 

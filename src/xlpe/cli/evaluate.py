@@ -8,7 +8,7 @@ import os
 import sys
 from dataclasses import asdict
 
-from xlpe.errors import ConfigError
+from xlpe.errors import ConfigError, FormatError
 from xlpe.evaluate.bleu import check_tokenize, corpus_scores, paired_bootstrap
 from xlpe.io.text import read_lines
 
@@ -37,6 +37,8 @@ def cli_main(args: argparse.Namespace) -> int:
     result: dict = {}
     if args.bootstrap < 1:
         raise ConfigError(f"--bootstrap must be >= 1, not {args.bootstrap}")
+    if args.orders and not args.order_ref:          # before any scoring
+        raise ConfigError("--orders needs reference alignments (--order-ref)")
     if args.hyp:
         if not args.ref:
             raise ConfigError("--hyp needs --ref")
@@ -46,6 +48,11 @@ def cli_main(args: argparse.Namespace) -> int:
         if len(names) != len(args.hyp):
             raise ConfigError("--names must name every --hyp file")
         systems = [(n, _read(h)) for n, h in zip(names, args.hyp)]
+        for h, (_, lines) in zip(args.hyp, systems):
+            for r, ref in zip(args.ref, refs):
+                if len(lines) != len(ref) and lines and ref:
+                    raise FormatError(f"{len(lines)} lines but the reference {r} has {len(ref)}", h,
+                                      expected="one hypothesis line per reference line")
         if len(systems) == 1:
             sc = corpus_scores(systems[0][1], refs, metrics=args.metrics, tokenize=args.tokenize)
             result["scores"] = {k: asdict(v) for k, v in sc.items()}

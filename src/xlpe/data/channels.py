@@ -246,6 +246,9 @@ def _dpe_items(path) -> Iterator[dict[int, int]]:
     from xlpe.io.alignments import parse_alignment_line
     for lineno, text in read_lines(path):
         a = parse_alignment_line(text, 0, path=path, lineno=lineno)
+        if a.possible_only:
+            i, p = min(a.possible_only)
+            raise FormatError(f"DPE target {i}p{p} is a possible link", path, lineno, "sure links 'i-p' only")
         targets: dict[int, int] = {}
         for i, p in sorted(a.sure):
             if i in targets:

@@ -158,7 +158,7 @@ def order_scores_files(orders: str, ref_align: str, *, ref_base: int = 0, src: s
     """
     from xlpe.io.alignments import read_alignments
     from xlpe.io.orders import read_orders
-    from xlpe.io.text import read_sentences
+    from xlpe.io.text import count_lines, read_sentences
     from xlpe.reorder.oracle import corpus_ranks
 
     if ref_align is None:
@@ -167,6 +167,9 @@ def order_scores_files(orders: str, ref_align: str, *, ref_base: int = 0, src: s
     lengths = [len(w) for w in words] if words else None
     ords = list(read_orders(orders, lengths=lengths))
     lens = lengths or [len(o) for o in ords]
+    if lengths is None and (n_ref := count_lines(ref_align)) != len(ords):   # before the lengths taken from ords
+        raise FormatError(f"{len(ords)} order lines but the reference alignments {ref_align} have {n_ref} lines",
+                          orders, expected="one order line per reference alignment line")
     refs = list(read_alignments(ref_align, ref_base, lengths=[(n, None) for n in lens], check_base=False))
     if len(refs) != len(ords):
         raise FormatError(f"{len(refs)} reference alignment lines but {len(ords)} order lines", ref_align)

@@ -16,13 +16,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import shutil
 import time
 from pathlib import Path
 from typing import Any, Callable
 
 from xlpe.io.atomic import atomic_write
+from xlpe.io.process import die_with_parent
 
 log = logging.getLogger("xlpe.experiments")
 
@@ -92,25 +92,11 @@ def run_stage(out: Path, name: str, params: dict, fn: Callable[[Path], dict], fo
 
 def _worker_init(level: int) -> None:
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
-    _die_with_parent()
-
-
-def _die_with_parent() -> None:
-    """Ask Linux to send this worker SIGTERM when the recipe process that started it dies, even by SIGKILL:
-    otherwise a killed recipe leaves its workers training and writing into the output folder, where the next
-    invocation's runs would meet them. Elsewhere (no prctl) workers end with the pool as usual."""
-    import ctypes
-    import signal
-    import sys
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, int(signal.SIGTERM), 0, 0, 0)        # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-    if os.getppid() == 1:                                   # the parent died before prctl took effect
-        os._exit(1)
+    # a recipe killed even by SIGKILL must not leave its workers training into the output folder, where the next
+    # invocation's runs would meet them
+    import multiprocessing
+    parent = multiprocessing.parent_process()
+    die_with_parent(parent=parent.pid if parent is not None else None)
 
 
 def run_stages(tasks: list[tuple[Path, str, dict, Callable[[Path], dict]]], jobs: int = 1,
@@ -126,6 +112,13 @@ def run_stages(tasks: list[tuple[Path, str, dict, Callable[[Path], dict]]], jobs
     pending = []
     with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
                              initializer=_worker_init, initargs=(logging.getLogger().level or logging.INFO,)) as ex:
-        for o, n, p, f in tasks:
-            pending.append(ex.submit(run_stage, o, n, p, f, force))
-        return [f.result() for f in pending]
+        try:
+            for o, n, p, f in tasks:
+                pending.append(ex.submit(run_stage, o, n, p, f, force))
+            return [f.result() for f in pending]
+        except KeyboardInterrupt:       # Ctrl-C or SIGTERM (xlpe.io.process.Terminated): stop now, not after the stages
+            for f in pending:
+                f.cancel()
+            for proc in list((getattr(ex, "_processes", None) or {}).values()):
+                proc.terminate()
+            raise

@@ -32,6 +32,8 @@ from xlpe.errors import ConfigError, XlpeError
 from xlpe.nn.positions.sinusoid import sinusoid
 
 FORMATS = ("ctranslate2",)
+#: CTranslate2's weight types (``--quantization``)
+QUANTIZATIONS = ("int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16", "bfloat16", "float32")
 
 
 def _ct2():
@@ -143,6 +145,8 @@ def export_model(checkpoint: str | os.PathLike, output: str | os.PathLike, *, fo
 
     if format not in FORMATS:
         raise ConfigError(f"unknown export format {format!r}; valid: {', '.join(FORMATS)}")
+    if quantization and quantization not in QUANTIZATIONS:
+        raise ConfigError(f"unknown quantization {quantization!r}; valid: {', '.join(QUANTIZATIONS)}")
     out = Path(output)
     if out.exists() and not out.is_dir():
         raise ConfigError(f"output {out} is a file; give a directory path")

@@ -20,7 +20,7 @@ from xlpe.io.text import read_lines
 
 Link = tuple[int, int]
 
-_LINK = re.compile(r"^(\d+)([-p?])(\d+)$")
+_LINK = re.compile(r"(\d+)([-p?])(\d+)", re.ASCII)     # ASCII digits only: int() also reads "٣"
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ def parse_alignment_line(text: str, index_base: int, *, path=None, lineno=None,
         kind = "-"
         if extra_sep and tok.endswith(extra_sep):
             tok, kind = tok[: -len(extra_sep)], "p"
-        m = _LINK.match(tok)
+        m = _LINK.fullmatch(tok)
         if not m:
             raise FormatError(f"link {tok!r} is malformed", path, lineno,
                               "links 'i-j' (sure), 'ipj' or 'i?j' (possible) with integers i, j")
@@ -188,7 +188,7 @@ def write_alignments(path: str | os.PathLike, alignments: Iterable[Alignment | I
 def parse_lader_line(text: str, *, path=None, lineno=None) -> tuple[int, int, Alignment]:
     """Parse a lader alignment line ``SRCLEN-TRGLEN ||| i-j ...`` (0-based, SPEC §5.2)."""
     head, sep, rest = text.partition("|||")
-    m = re.fullmatch(r"\s*(\d+)-(\d+)\s*", head)
+    m = re.fullmatch(r"\s*(\d+)-(\d+)\s*", head, re.ASCII)
     if not sep or not m:
         raise FormatError("malformed lader alignment line", path, lineno, "'SRCLEN-TRGLEN ||| i-j i-j ...'")
     sl, tl = int(m.group(1)), int(m.group(2))

@@ -1,7 +1,9 @@
 """Atomic output: write to a temporary file beside the target, then ``os.replace`` it into place.
 
 An interrupted job therefore never leaves a half-written file that looks complete: either the old
-file (or nothing) is there, or the whole new one.
+file (or nothing) is there, or the whole new one. The temporary file is named after its owner process
+(:func:`xlpe.io.process.owner_tag`); one left by a run killed with SIGKILL is removed by the next write of the
+same folder.
 """
 
 from __future__ import annotations
@@ -11,6 +13,11 @@ import os
 import tempfile
 from pathlib import Path
 from typing import IO, Iterable, Iterator
+
+from xlpe.io.process import TAG_RE, owner_tag, remove_stale
+
+#: the temporary files of :func:`atomic_write`: ``.<name>.<owner tag>.<random>.tmp``.
+TMP_PATTERN = r"\..+\." + TAG_RE + r"\.\w+\.tmp"
 
 
 @contextlib.contextmanager
@@ -25,7 +32,8 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None 
         return
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    remove_stale(path.parent, TMP_PATTERN)         # any output left half-written by a killed run
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{owner_tag()}.", suffix=".tmp", dir=path.parent)
     os.chmod(tmp, 0o666 & ~_umask())          # mkstemp makes 0600; give the file the usual permissions
     try:
         kwargs = {} if "b" in mode else {"encoding": encoding, "newline": "\n"}

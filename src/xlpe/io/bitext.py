@@ -43,7 +43,7 @@ def read_bitext(src_path: str | os.PathLike, tgt_path: str | os.PathLike, *,
 def parse_joint_line(text: str, path=None, lineno=None, *, allow_empty: bool = False) -> tuple[list[str], list[str]]:
     """Split one ``src ||| tgt`` line. The separator needs its spaces (``a ||| b``)."""
     parts = text.split(" ||| ")
-    if len(parts) != 2:
+    if len(parts) != 2 or text.count("|||") != 1:      # "a |||b ||| c": a token holding '|||' is ambiguous
         # tolerate a missing space at the ends: "a |||" / "||| b" for empty sides
         if text.endswith(" |||") and text.count("|||") == 1:
             parts = [text[:-4], ""]

@@ -8,6 +8,7 @@ every head is in ``0..n`` and the head relation has no cycle (at least one root)
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
@@ -67,6 +68,10 @@ def validate_heads(heads: list[int], *, path=None, lineno=None) -> None:
             state[u] = 2
 
 
+_ID = re.compile(r"[1-9][0-9]*(?:-[1-9][0-9]*|\.[1-9][0-9]*)?", re.ASCII)
+_HEAD = re.compile(r"0|[1-9][0-9]*", re.ASCII)
+
+
 def _blocks(path) -> Iterator[tuple[int, list[str]]]:
     start, buf = None, []
     for lineno, text in read_lines(path):
@@ -86,9 +91,18 @@ def read_conllu(path: str | os.PathLike) -> Iterator[DepTree]:
     """Stream :class:`DepTree` objects from a CoNLL-U file, validating each tree."""
     for start, lines in _blocks(path):
         for off, ln in enumerate(lines):
-            if not ln.startswith("#") and len(ln.split("\t")) != 10:
-                raise FormatError(f"token line has {len(ln.split(chr(9)))} tab-separated columns", path,
+            if ln.startswith("#"):
+                continue
+            cols = ln.split("\t")
+            if len(cols) != 10:
+                raise FormatError(f"token line has {len(cols)} tab-separated columns", path,
                                   start + off, "10 columns (ID FORM LEMMA UPOS XPOS FEATS HEAD DEPREL DEPS MISC)")
+            if not _ID.fullmatch(cols[0]):          # the conllu package also reads " 1", "01" or "+1" as 1
+                raise FormatError(f"token line has ID {cols[0]!r}", path, start + off,
+                                  "a word id 1, 2, ..., a range 'a-b' or an empty node 'a.b'")
+            if cols[0].isdigit() and cols[6] != "_" and not _HEAD.fullmatch(cols[6]):
+                raise FormatError(f"word {cols[0]} has HEAD {cols[6]!r}", path, start + off,
+                                  "an integer HEAD (0 for the root)")
         try:
             sents = _conllu.parse("\n".join(lines) + "\n\n")
         except Exception as e:  # conllu raises ParseException for bad ids/heads

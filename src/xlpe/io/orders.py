@@ -52,11 +52,11 @@ def apply_order(tokens: Sequence, order: Sequence[int]) -> list:
 
 def parse_order_line(text: str, *, path=None, lineno=None, length: int | None = None) -> list[int]:
     """Parse and validate one order line (0-based, space-separated permutation)."""
-    try:
-        order = [int(t) for t in text.split()]
-    except ValueError:
+    toks = text.split()
+    if not all(t.isascii() and t.isdigit() for t in toks):      # int() also reads "+1", "1_0" and "٣"
         raise FormatError("order line has a non-integer entry", path, lineno,
-                          "space-separated 0-based integers") from None
+                          "space-separated 0-based integers")
+    order = [int(t) for t in toks]
     if length is not None and len(order) != length:
         raise FormatError(f"order has {len(order)} entries but the sentence has {length} tokens", path, lineno,
                           f"a permutation of 0..{length - 1}")

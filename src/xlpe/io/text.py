@@ -70,7 +70,13 @@ def count_lines(path: str | os.PathLike) -> int:
     """Number of lines in a file (binary scan, fast)."""
     n = 0
     last = b"\n"
-    with open(path, "rb") as f:
+    try:
+        f = open(path, "rb")
+    except FileNotFoundError:
+        raise FormatError("file not found", path) from None
+    except IsADirectoryError:
+        raise FormatError("is a directory", path, expected="a text file") from None
+    with f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             n += chunk.count(b"\n")
             last = chunk[-1:]

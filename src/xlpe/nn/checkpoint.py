@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import pickle
 import re
 import zipfile
 from pathlib import Path
@@ -80,6 +81,11 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
                         "use an earlier checkpoint")
     try:
         ck = torch.load(name, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as e:
+        what = re.search(r"GLOBAL (\S+)", str(e))
+        raise XlpeError(f"{name}: checkpoint refused: it holds Python objects other than tensors and plain data"
+                        f"{' (' + what.group(1) + ')' if what else ''}, and loading them could run code (xlpe "
+                        "checkpoints never hold any)") from None
     except Exception as e:
         raise XlpeError(f"{name}: checkpoint cannot be loaded ({type(e).__name__}: {str(e).splitlines()[0][:200]})") from None
     if not isinstance(ck, dict) or ck.get("format") != FORMAT:

@@ -376,6 +376,11 @@ class BTGPreorderer:
         except FileNotFoundError:
             raise FormatError("no model.json in the model directory", path,
                               expected="a directory written by BTGPreorderer.save") from None
+        except NotADirectoryError:
+            raise FormatError("is a file, not a model directory", path,
+                              expected="a directory written by BTGPreorderer.save") from None
+        except UnicodeDecodeError:
+            raise FormatError("model.json is not UTF-8 text", path / "model.json") from None
         except json.JSONDecodeError as e:
             raise FormatError(f"model.json is not valid JSON ({e})", path / "model.json") from None
         if meta.get("format") != "xlpe-btg" or meta.get("version") != FORMAT_VERSION:

@@ -442,6 +442,9 @@ def training_ranks(src: str, *, align: str | None = None, lader_align: str | Non
     words = [[t.split(factor_sep)[0] for t in s] for s in sents]
     if align:
         tl = [len(t) for t in read_sentences(tgt)] if tgt else [None] * len(sents)
+        if len(tl) != len(sents):
+            raise FormatError(f"the target text has {len(tl)} lines but the source text {src} has {len(sents)}", tgt,
+                              min(len(tl), len(sents)) + 1, "line-aligned source and target texts")
         als = list(read_alignments(align, align_base, lengths=zip([len(s) for s in sents], tl), check_base=False))
         if len(als) != len(sents):
             raise FormatError(f"alignment file has {len(als)} lines but the source text has {len(sents)}", align)
