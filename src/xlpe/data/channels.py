@@ -73,8 +73,9 @@ CHANNELS: dict[str, Channel] = {c.name: c for c in (
     Channel("seq", "0..n-1, the token's own position (added by the collator)", eos="own_index"),
     Channel("xl", "pos_XL: the inverse of a preorder permutation, pos_XL[o_j] = j (SPEC §4.1)",
             expand="permutation", eos="own_index",
-            hint="--orders FILE (lader order lines from `xlpe preorder apply`, or oracle orders from `xlpe orders`), "
-                 "--preorderer DIR, or --channel xl=KIND:PATH"),
+            hint="--orders FILE (translate, align-from-model) or --train-orders FILE (train): lader order lines from "
+                 "`xlpe preorder apply`, or oracle orders from `xlpe orders`; --preorderer DIR (translate, "
+                 "align-from-model); or --channel / --train-channel xl=KIND:PATH (e.g. xl=preorderer:DIR)"),
     Channel("depth", "dependency depth; subwords share their word's; EOS = max + 1 (SPEC §3.2)", eos="max_plus_one",
             hint="--trees FILE.conllu, or --channel depth=FILE (one line of per-word depths per sentence)"),
     Channel("tree_rel", "structural relative positions, (S, S) per sentence, EOS included (SPEC §3.3)", pair=True,
