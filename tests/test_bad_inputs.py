@@ -593,3 +593,20 @@ def test_only_the_leftovers_of_dead_processes_of_this_host_are_removed(tmp_path)
         f.write("y\n")
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([n for k, n in names.items() if k != "dead"]
                                                                  + ["p.txt"])
+
+
+def test_a_tokenizer_that_needs_a_download_says_so_without_network(tmp_path, capsys, monkeypatch):
+    """Issue 21 case 11: sacrebleu's SentencePiece tokenizers fetch a model on first use; without network the
+    error names the tokenizer and says it needs the network (no traceback)."""
+    import urllib.error
+    import urllib.request
+
+    def offline(*a, **k):
+        raise urllib.error.URLError("no network (test)")
+    monkeypatch.setattr(urllib.request, "urlopen", offline)
+    monkeypatch.setattr(urllib.request, "urlretrieve", offline)
+    monkeypatch.setenv("SACREBLEU", str(tmp_path / "sacrebleu-cache"))      # no model cached from earlier runs
+    (tmp_path / "h").write_text("a b c\n")
+    code = main(["evaluate", "--ref", str(tmp_path / "h"), "--hyp", str(tmp_path / "h"), "--tokenize", "flores101"])
+    err = capsys.readouterr().err
+    assert code != 0 and "flores101" in err and "needs the network" in err and "Traceback" not in err
