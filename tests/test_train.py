@@ -301,3 +301,15 @@ def test_train_cli_end_to_end(toy, tmp_path):
     assert (out / "checkpoint_4.pt").exists()
     steps = [int(r["step"]) for r in csv.DictReader(open(out / "train_log.csv"))]
     assert steps == [1, 2, 3, 4]
+
+
+def test_resuming_removes_the_temp_file_of_a_killed_checkpoint_write(toy, tmp_path):
+    """Issue 21 case 18: a kill -9 during a checkpoint write leaves '.checkpoint_N.pt.*.tmp'; the resume removes it."""
+    from xlpe.train import DataConfig, train
+    data = DataConfig(train_src=str(toy["src"]), train_tgt=str(toy["tgt"]), subword_model=str(toy["spm"]))
+    out = tmp_path / "run"
+    train(tiny_model_config(), quick_train_config(out, max_updates=2, save_every=2), data)
+    stale = out / ".checkpoint_4.pt.abc123.tmp"
+    stale.write_bytes(b"half a checkpoint")
+    train(tiny_model_config(), quick_train_config(out, max_updates=4, save_every=2), data)
+    assert not stale.exists() and (out / "checkpoint_4.pt").exists()
