@@ -401,6 +401,22 @@ CASES = [
     ("align-from-model-gold-without-base", AFM + " --gold {d}/a.align", r"--gold-base", "model"),
     ("align-from-model-short-target", AFM.replace("t.txt", "t_short.txt"), r"t_short\.txt", "model"),
     ("align-from-model-output-is-input", AFM.replace("{o}/a.align", "{d}/s.txt"), r"replace the input", "model"),
+    # crossalign: model directories and outputs (no model is loaded: each fails before)
+    ("ca-import-onto-a-file", "crossalign import-e5 {d}/s.txt", r"s\.txt exists and is not a directory", "transformers"),
+    ("ca-import-onto-a-user-folder", "crossalign import-e5 {d}", r"non-empty directory that is not an e5 import",
+     "transformers"),
+    ("ca-import-prune-missing-text", "crossalign import-e5 {o}/e5 --prune {d}/nope.txt", r"nope\.txt: file not found",
+     "transformers"),
+    ("ca-align-missing-model", "crossalign align --model {o}/nope {d}/s.txt {d}/t.txt -o {o}/a",
+     r"model directory .*nope not found", "transformers"),
+    ("ca-align-not-a-model", "crossalign align --model {d} {d}/s.txt {d}/t.txt -o {o}/a", r"no config\.json",
+     "transformers"),
+    ("ca-align-output-is-input", "crossalign align --model {d} {d}/s.txt {d}/t.txt -o {d}/t.txt", r"replace the input",
+     "transformers"),
+    ("ca-train-out-is-a-file", "crossalign train --init {d} --src {d}/s.txt --tgt {d}/t.txt --out {d}/s.txt",
+     r"--out .*s\.txt is a file", "transformers"),
+    ("ca-train-init-not-a-model", "crossalign train --init {d} --src {d}/s.txt --tgt {d}/t.txt --out {o}/run",
+     r"no config\.json", "transformers"),
 ]
 
 
@@ -474,6 +490,8 @@ def test_bad_input(case, tmp_path, capsys, request, toy, bad):
     name, line, pattern, needs = case
     if needs == "eflomal" or name.startswith("align-") and not name.startswith("align-from-model"):
         pytest.importorskip("eflomal")
+    if needs == "transformers":
+        pytest.importorskip("transformers")
     paths = {"d": bad, "o": tmp_path / "out", "spm": toy["spm"], "ck": "-", "ckdir": "-"}
     if needs == "model" or "{ck" in line:
         request.getfixturevalue("bad_checkpoints")

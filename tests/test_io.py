@@ -296,3 +296,36 @@ def test_ud_treebanks_read(shared_data):
     p = shared_data / "ud-treebanks" / "UD_English-EWT" / "en_ewt-ud-dev.conllu"
     trees = list(read_conllu(p))
     assert len(trees) > 1000 and all(0 in t.heads for t in trees)
+
+
+def test_atomic_dir_replaces_only_its_own_kind_of_directory(tmp_path):
+    from xlpe.errors import ConfigError
+    from xlpe.io.atomic import atomic_dir
+    out = tmp_path / "model"
+    with atomic_dir(out, "made.json", "a test model") as tmp:
+        (tmp / "made.json").write_text("1")
+        (tmp / "w").write_text("first")
+    with atomic_dir(out, "made.json", "a test model") as tmp:      # an earlier one of its kind is replaced
+        (tmp / "made.json").write_text("2")
+    assert sorted(p.name for p in out.iterdir()) == ["made.json"]
+    with pytest.raises(RuntimeError):                               # a failed write leaves the old one whole
+        with atomic_dir(out, "made.json", "a test model") as tmp:
+            (tmp / "made.json").write_text("3")
+            raise RuntimeError("boom")
+    assert (out / "made.json").read_text() == "2"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / "thesis.tex").write_text("keep")
+    afile = tmp_path / "a.txt"
+    afile.write_text("keep")
+    for target, message in ((user, "not a test model"), (afile, "not a directory")):
+        with pytest.raises(ConfigError, match=message):
+            with atomic_dir(target, "made.json", "a test model"):
+                raise AssertionError("never reached")
+    assert (user / "thesis.tex").read_text() == "keep" and afile.read_text() == "keep"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with atomic_dir(empty, "made.json", "a test model") as tmp:     # an empty folder is fine
+        (tmp / "made.json").write_text("4")
+    assert (empty / "made.json").is_file()

@@ -36,7 +36,6 @@ import functools
 import json
 import logging
 import os
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -48,7 +47,7 @@ from torch import Tensor
 from xlpe.config import option
 from xlpe.errors import ConfigError, FormatError
 from xlpe.io.alignments import Alignment
-from xlpe.io.atomic import atomic_write
+from xlpe.io.atomic import atomic_dir, atomic_write
 from xlpe.io.text import tokenize
 
 logger = logging.getLogger(__name__)
@@ -344,7 +343,7 @@ class CrossAligner:
         directory's when it has one, else a new one tied to the embeddings. ``m`` defaults to ``layers - n``."""
         tf = import_transformers()
         path = os.fspath(path)
-        info = _read_hf_config(path)
+        info = read_hf_config(path)
         layers = int(info.get("num_hidden_layers", 0))
         n = 2 if n is None else n
         m = layers - n if m is None else m
@@ -393,7 +392,7 @@ class CrossAligner:
             cfg = CrossAlignConfig(**doc)
         except TypeError as e:
             raise FormatError(f"unexpected keys ({e})", meta) from None
-        _read_hf_config(path)
+        read_hf_config(path)
         bert = _model_config(tf.BertConfig.from_pretrained(path), cfg, attn_implementation)
         tokenizer = load_tokenizer(path)
         with _quiet_hf():
@@ -414,19 +413,12 @@ class CrossAligner:
     def save_pretrained(self, path: str | os.PathLike) -> None:
         """Write weights + ``config.json`` (``save_pretrained``), the tokenizer and ``crossalign.json``; the
         directory appears complete or not at all."""
-        path = Path(path)
-        tmp = path.parent / f".{path.name}.tmp{os.getpid()}"
-        shutil.rmtree(tmp, ignore_errors=True)
-        with _quiet_hf():
-            self.model.save_pretrained(tmp)
-        self.tokenizer.save_pretrained(tmp)
-        with atomic_write(tmp / CONFIG_NAME) as f:
-            json.dump({"format": FORMAT, "version": VERSION, **dataclasses.asdict(self.config)}, f, indent=1)
-        old = path.parent / f".{path.name}.old{os.getpid()}"
-        if path.exists():
-            os.replace(path, old)
-        os.replace(tmp, path)
-        shutil.rmtree(old, ignore_errors=True)
+        with atomic_dir(path, CONFIG_NAME, "a Cross-Align model") as tmp:
+            with _quiet_hf():
+                self.model.save_pretrained(tmp)
+            self.tokenizer.save_pretrained(tmp)
+            with atomic_write(tmp / CONFIG_NAME) as f:
+                json.dump({"format": FORMAT, "version": VERSION, **dataclasses.asdict(self.config)}, f, indent=1)
 
     def to(self, device) -> "CrossAligner":
         self.model.to(device)
@@ -551,7 +543,7 @@ def _model_config(bert_config, cfg: CrossAlignConfig, attn_implementation: str):
     return c
 
 
-def _read_hf_config(path: str) -> dict:
+def read_hf_config(path: str) -> dict:
     p = Path(path) / "config.json"
     if not Path(path).is_dir():
         raise ConfigError(f"model directory {path} not found")

@@ -271,6 +271,7 @@ def train_stage(stage: str, aligner: CrossAligner, src: str, tgt: str, out: str 
     try:
         device = resolve_device(cfg.device, dist_)
         autocast = autocast_context(cfg.amp, device)
+        data = data if data is not None else PairData(aligner, src, tgt)     # bad input fails before out/ exists
         out.mkdir(parents=True, exist_ok=True)
         resume_from = resume_path(cfg.resume, out)
         ck = load_checkpoint(resume_from) if resume_from is not None else None
@@ -295,7 +296,6 @@ def train_stage(stage: str, aligner: CrossAligner, src: str, tgt: str, out: str 
                 raise ConfigError(f"cannot resume from {resume_from} exactly: {', '.join(diff)} differ(s) from the "
                                   "interrupted run; keep them, or start a new run")
             aligner.model.load_state_dict(ck["model"])
-        data = data if data is not None else PairData(aligner, src, tgt)
         model = aligner.model.to(device)
         params = set_trainable(model, stage, acfg.align_layer, cfg.freeze_embeddings)
         lr, epochs, max_steps, accum = cfg.stage(stage)

@@ -87,6 +87,7 @@ import numpy as np
 import torch
 
 from xlpe.errors import ConfigError, FormatError
+from xlpe.io.atomic import atomic_dir, check_dir_output
 
 logger = logging.getLogger(__name__)
 
@@ -414,35 +415,6 @@ def _fast_tokenizer(tok, e5: E5File, max_len: int):
 # -- writing --------------------------------------------------------------------------------------------------
 
 @contextlib.contextmanager
-def _atomic_dir(out_dir: Path):
-    """Yield a temporary directory beside ``out_dir``; on success it replaces ``out_dir`` in one rename."""
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out_dir.parent / f".{out_dir.name}.tmp{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    try:
-        yield tmp
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    mode = 0o666 & ~_umask()
-    for p in tmp.iterdir():                 # some writers create 0600 files (mkstemp): give the usual modes
-        if p.is_file():
-            p.chmod(mode)
-    old = out_dir.parent / f".{out_dir.name}.old{os.getpid()}"
-    if out_dir.exists():
-        os.replace(out_dir, old)
-    os.replace(tmp, out_dir)
-    shutil.rmtree(old, ignore_errors=True)
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-@contextlib.contextmanager
 def _quiet_hf():
     from transformers.utils import logging as hf_logging
     on, level = hf_logging.is_progress_bar_enabled(), hf_logging.get_verbosity()
@@ -493,18 +465,19 @@ def import_e5(out_dir: str | os.PathLike, *, bin_path: str | os.PathLike | None 
 
     Writes a transformers ``BertModel`` directory (``config.json``, ``model.safetensors`` in ``dtype``), a fast
     tokenizer (``tokenizer.json``, ``tokenizer_config.json``) and ``e5_import.json``; the directory appears
-    complete or not at all (an existing one is replaced). Returns ``out_dir`` as a :class:`Path`. e5 embeds a
+    complete or not at all (an earlier import there is replaced; any other file or non-empty folder is refused). Returns ``out_dir`` as a :class:`Path`. e5 embeds a
     text as ``passage: TEXT`` or ``query: TEXT``, mean-pooled over all tokens (``<s>``/``</s>`` included),
     L2-normalised.
     """
     tf = _import_hf()
     if dtype not in (torch.float32, torch.float16, torch.bfloat16):
         raise ConfigError(f"dtype {dtype} is not supported (expected torch.float32, torch.float16 or torch.bfloat16)")
+    out = Path(out_dir)
+    check_dir_output(out, IMPORT_INFO, "an e5 import")
     t0 = time.perf_counter()
     bin_path = os.fspath(bin_path) if bin_path is not None else os.fspath(default_bin_path())
     e5 = read_e5_file(bin_path)
     t_read = time.perf_counter() - t0
-    out = Path(out_dir)
     config = tf.BertConfig(
         vocab_size=e5.vocab_size, hidden_size=e5.hidden, num_hidden_layers=e5.layers,
         num_attention_heads=e5.heads, intermediate_size=e5.ffn, hidden_act="gelu",       # erf GELU, as e5
@@ -513,7 +486,7 @@ def import_e5(out_dir: str | os.PathLike, *, bin_path: str | os.PathLike | None 
         layer_norm_eps=float(f"{e5.eps:.7g}"),          # the f32 1e-12 written as 1e-12, not 9.99999996e-13
         pad_token_id=e5.pad, bos_token_id=e5.bos, eos_token_id=e5.eos, architectures=["BertModel"])
     config.dtype = dtype
-    with _atomic_dir(out) as tmp:
+    with atomic_dir(out, IMPORT_INFO, "an e5 import") as tmp:
         with torch.device("meta"):
             model = tf.BertModel(config, add_pooling_layer=False)
         model.load_state_dict(e5.state_dict(dtype), strict=True, assign=True)
@@ -574,6 +547,7 @@ def prune_vocab(model_dir: str | os.PathLike, texts: Sequence[str | os.PathLike]
     from tokenizers import Tokenizer
     _import_hf()
     src = Path(model_dir)
+    check_dir_output(out_dir, VOCAB_MAP, "a pruned model")
     texts = [texts] if isinstance(texts, (str, os.PathLike)) else list(texts)       # read twice
     tok_path, cfg_path, w_path = src / "tokenizer.json", src / "config.json", src / WEIGHTS
     for p in (tok_path, cfg_path, w_path):
@@ -667,7 +641,7 @@ def prune_vocab(model_dir: str | os.PathLike, texts: Sequence[str | os.PathLike]
     out = Path(out_dir)
     if out.resolve() == src.resolve():
         raise ConfigError(f"prune_vocab: the output directory {out} is the model directory itself")
-    with _atomic_dir(out) as tmp:
+    with atomic_dir(out, VOCAB_MAP, "a pruned model") as tmp:
         save_file(tensors, os.fspath(tmp / WEIGHTS), metadata={**meta, "format": "pt"})
         (tmp / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         new_tok.save(os.fspath(tmp / "tokenizer.json"))

@@ -24,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-from xlpe.align.crossalign import CONFIG_NAME, METHODS, NULL_SINKS, CrossAlignConfig
+from xlpe.align.crossalign import CONFIG_NAME, METHODS, NULL_SINKS, CrossAlignConfig, read_hf_config
 from xlpe.align.crossalign_train import STAGES, TrainConfig
 from xlpe.config import add_config_arguments, add_dataclass_arguments, build, merge_sources
 from xlpe.errors import ConfigError
@@ -68,6 +68,9 @@ def _train(args: argparse.Namespace) -> int:
     bad = sorted(set(opts) & {"stages", "init"})
     if bad:
         raise ConfigError(f"{source} [model]: {bad} are recorded by training and cannot be set")
+    if Path(args.out).exists() and not Path(args.out).is_dir():
+        raise ConfigError(f"--out {args.out} is a file: the run directory must be a new or existing folder")
+    read_hf_config(args.init)
     if not (Path(args.init) / CONFIG_NAME).is_file():
         opts["attn_implementation"] = args.attn_implementation
     stages = STAGES if args.stages == "both" else (args.stages,)
@@ -116,6 +119,7 @@ def _align(args: argparse.Namespace) -> int:
     if args.batch_size < 1 or args.chunk_size < 1:
         raise ConfigError("--batch-size and --chunk-size must be >= 1")
     check_outputs([args.out, args.probs_out], args.inputs)
+    read_hf_config(args.model)              # a missing or non-model directory, named as such, before anything else
     trained = (Path(args.model) / CONFIG_NAME).is_file()
     if args.method == "trained" and not trained:
         raise ConfigError(f"{args.model} is a plain encoder, not a trained Cross-Align directory (no {CONFIG_NAME}): "
@@ -162,11 +166,18 @@ def _add_import_e5(p: argparse.ArgumentParser) -> None:
 def _import_e5(args: argparse.Namespace) -> int:
     import torch
 
-    from xlpe.align.e5_import import import_e5, prune_vocab
+    from xlpe.align.e5_import import IMPORT_INFO, VOCAB_MAP, import_e5, prune_vocab
+    from xlpe.io.atomic import check_dir_output
+    pruned = Path(f"{os.fspath(args.out_dir).rstrip('/')}-pruned")
+    check_dir_output(args.out_dir, IMPORT_INFO, "an e5 import")          # both outputs and the texts before the work
+    if args.prune:
+        check_dir_output(pruned, VOCAB_MAP, "a pruned model")
+        for text in args.prune:
+            if not Path(text).is_file():
+                raise ConfigError(f"{text}: file not found (--prune takes text files)")
     out = import_e5(args.out_dir, bin_path=args.bin, dtype=getattr(torch, args.dtype))
     report = {"model": str(out)}
     if args.prune:
-        pruned = Path(f"{os.fspath(out).rstrip('/')}-pruned")
         report["pruned"] = prune_vocab(out, args.prune, pruned)
     print(json.dumps(report, default=str))
     return 0

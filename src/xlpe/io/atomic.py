@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import IO, Iterable, Iterator
@@ -18,6 +19,8 @@ from xlpe.io.process import TAG_RE, owner_tag, remove_stale
 
 #: the temporary files of :func:`atomic_write`: ``.<name>.<owner tag>.<random>.tmp``.
 TMP_PATTERN = r"\..+\." + TAG_RE + r"\.\w+\.tmp"
+#: the temporary and replaced directories of :func:`atomic_dir`: ``.<name>.<owner tag>.dir(tmp|old)``.
+DIR_PATTERN = r"\..+\." + TAG_RE + r"\.dir(tmp|old)"
 
 
 @contextlib.contextmanager
@@ -46,6 +49,52 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None 
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def check_dir_output(path: str | os.PathLike, marker: str, what: str) -> None:
+    """Refuse an output directory :func:`atomic_dir` must not replace: an existing file, or a non-empty
+    directory without ``marker``. Call it before long work so a bad path fails at once."""
+    from xlpe.errors import ConfigError
+    path = Path(path)
+    if path.exists() or path.is_symlink():
+        if not path.is_dir():
+            raise ConfigError(f"output {path} exists and is not a directory: refusing to replace it with {what}")
+        if any(path.iterdir()) and not (path / marker).is_file():
+            raise ConfigError(f"output {path} is a non-empty directory that is not {what} (no {marker}): "
+                              "refusing to replace its contents; choose a new path or remove it")
+
+
+@contextlib.contextmanager
+def atomic_dir(path: str | os.PathLike, marker: str, what: str) -> Iterator[Path]:
+    """Yield an empty temporary directory beside ``path``; on success it replaces ``path`` in one rename, on
+    error it is deleted. The directory appears complete or not at all.
+
+    Only a directory this kind of writer made may be replaced: ``path`` must not exist, be an empty directory
+    or hold the file ``marker`` (what the writer puts in every directory it makes). Anything else -- a file, a
+    user's folder -- is refused before any work (:class:`~xlpe.errors.ConfigError`), so a mistyped output path
+    never deletes data. ``what`` names the kind of directory in that message.
+    """
+    path = Path(path)
+    check_dir_output(path, marker, what)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale(path.parent, DIR_PATTERN)
+    tag = owner_tag()
+    tmp, old = path.parent / f".{path.name}.{tag}.dirtmp", path.parent / f".{path.name}.{tag}.dirold"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        yield tmp
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    mode = 0o666 & ~_umask()
+    for p in tmp.rglob("*"):                  # some writers create 0600 files (mkstemp): give the usual modes
+        if p.is_file():
+            p.chmod(mode)
+    if path.exists():
+        os.replace(path, old)
+    os.replace(tmp, path)
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def _umask() -> int:
