@@ -12,7 +12,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from transformers import BertConfig, BertModel, BertTokenizer  # noqa: E402
+from transformers import BertConfig, BertModel  # noqa: E402
 
 import xlpe.align.crossalign_train as ct  # noqa: E402
 from xlpe.align.crossalign import (CrossAligner, key_mask, link_matrix, softmax_both_ways,  # noqa: E402
@@ -20,24 +20,7 @@ from xlpe.align.crossalign import (CrossAligner, key_mask, link_matrix, softmax_
 from xlpe.cli import main  # noqa: E402
 from xlpe.errors import ConfigError, FormatError  # noqa: E402
 
-EN = "the cat sat on a mat dog ran to house big small red".split()
-DE = "die katze sass auf einer matte hund lief zum haus gross klein rot".split()
-LETTERS = "abcdefghijklmnopqrstuvwxyz"
-VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + EN + DE + list(LETTERS) + ["##" + c for c in LETTERS]
-PAIRS = [("the cat sat on a mat", "die katze sass auf einer matte"), ("a dog ran", "hund lief"),
-         ("the big dog ran to the house", "der grosse hund lief zum haus"),
-         ("a small red cat", "eine kleine rote katze"), ("the cat ran", "die katze lief"),
-         ("a big house", "ein grosses haus"), ("the red dog sat", "der rote hund sass"), ("a mat", "eine matte"),
-         ("the small house", "das kleine haus"), ("dog and cat", "hund und katze")]
-
-
-def tokenizer():
-    return BertTokenizer(vocab={w: i for i, w in enumerate(dict.fromkeys(VOCAB))})
-
-
-def bert_config(layers=4, **kw):
-    return BertConfig(vocab_size=len(tokenizer()), hidden_size=32, num_hidden_layers=layers, num_attention_heads=4,
-                      intermediate_size=64, max_position_embeddings=48, **kw)
+from _crossalign_toy import PAIRS, bert_config, tokenizer, write_encoder  # noqa: E402
 
 
 def aligner(m=2, n=2, seed=0, **kw):
@@ -56,11 +39,7 @@ def corpus(tmp_path_factory):
 @pytest.fixture(scope="module")
 def encoder_dir(tmp_path_factory):
     """A plain BERT encoder directory without an MLM head (like an e5 import)."""
-    d = tmp_path_factory.mktemp("enc")
-    torch.manual_seed(1)
-    BertModel(bert_config(4), add_pooling_layer=False).save_pretrained(d)
-    tokenizer().save_pretrained(d)
-    return d
+    return write_encoder(tmp_path_factory.mktemp("enc"))
 
 
 # -- extraction -----------------------------------------------------------------------------------------------

@@ -178,6 +178,20 @@ def merge_sources(args: argparse.Namespace, tables: Iterable[str]) -> dict[str, 
     return merged
 
 
+def _check_scalar(cls, f: dataclasses.Field, value: Any, source: str) -> None:
+    """A field typed exactly ``int``, ``float``, ``bool`` or ``str`` (or optional) gets a value of that type (an
+    int is a float; a bool is not a number): ``lr = "fast"`` in a TOML file is named here, not as a traceback
+    later."""
+    tp = _field_type(cls, f)
+    if tp not in (int, float, bool, str):
+        return
+    ok = (isinstance(value, bool) if tp is bool else isinstance(value, str) if tp is str
+          else not isinstance(value, bool) and isinstance(value, (int, float) if tp is float else int))
+    if not ok:
+        want = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}[tp]
+        raise ConfigError(f"{source}: {f.name} must be {want}, not {value!r}")
+
+
 def build(cls, values: Mapping[str, Any], source: str = "config"):
     """``cls(**values)``; an unknown key is a :class:`ConfigError` that names the table and the valid keys."""
     valid = {f.name for f in dataclasses.fields(cls) if f.init}
@@ -188,6 +202,8 @@ def build(cls, values: Mapping[str, Any], source: str = "config"):
     for f in dataclasses.fields(cls):          # TOML and argparse give lists where a field holds a tuple
         if f.name in values and isinstance(values[f.name], list) and typing.get_origin(_field_type(cls, f)) is tuple:
             values[f.name] = tuple(values[f.name])
+        if f.name in values and values[f.name] is not None:
+            _check_scalar(cls, f, values[f.name], source)
     try:
         return cls(**values)
     except TypeError as e:

@@ -1,8 +1,8 @@
 """``xlpe experiment NAME``: the recipes that reproduce the papers' tables at small scale.
 
 A recipe module (``xlpe.experiments.<name>``) provides ``TABLES`` (what ``--only`` may name), ``load_config(path,
-sets)`` and ``run_experiment(cfg, out, only)``; its config extends :class:`~xlpe.experiments.recipe.RecipeConfig`,
-so every recipe reads the same TOML tables. :data:`RECIPES` names them, and every recipe gets the same options here.
+sets)`` and ``run_experiment(cfg, out, only)``; every config reads the same TOML tables
+(:data:`~xlpe.experiments.recipe.TOML_TABLES`). :data:`RECIPES` names them, and every recipe gets the same options here.
 """
 
 from __future__ import annotations
@@ -22,6 +22,9 @@ RECIPES: dict[str, tuple[str, str]] = {
                                                         "Table 2 analogue and the composition with XL PE"),
     "dpe": ("xlpe.experiments.dpe", "Zheng et al.: DPE (Tables 3-5 analogues: DPE vs baseline, the λ sweep, a "
                                     "deeper control), 2PT (Table 2) and DPE against XL PE"),
+    "cross-align": ("xlpe.experiments.cross_align", "Lai et al. 2022: the Cross-Align aligner against eflomal and "
+                                                    "the untrained encoder (Tables 2-3, Figures 3 and 5), AER on "
+                                                    "real gold sets"),
 }
 
 

@@ -1,0 +1,149 @@
+"""``xlpe experiment cross-align`` end to end on a tiny random BERT and two toy pairs of our own: dev choices
+feed the architecture and the thresholds, the report scores only the test part, and a second run is cached."""
+
+import json
+import os
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+pytest.importorskip("eflomal")
+
+from _crossalign_toy import PAIRS, write_encoder  # noqa: E402
+
+from xlpe.cli import main  # noqa: E402
+from xlpe.errors import ConfigError  # noqa: E402
+from xlpe.evaluate.aer import corpus_aer  # noqa: E402
+from xlpe.experiments import cross_align as ca  # noqa: E402
+from xlpe.io.alignments import read_alignments  # noqa: E402
+
+# gold: the pairs of equal length, aligned word for word (1-based); two more by hand
+GOLD = [(s, t, " ".join(f"{k}-{k}" for k in range(1, len(s.split()) + 1))) for s, t in PAIRS
+        if len(s.split()) == len(t.split())] + [("a dog ran", "hund lief", "2-1 3-2"),
+                                                ("the big dog ran to the house", "der grosse hund lief zum haus",
+                                                 "1-1 2-2 3-3 4-4 5-5 6p5 7-6")]
+
+
+def _pair(d, name, reverse=False):
+    d.mkdir()
+    flip = (lambda s, t: (t, s)) if reverse else (lambda s, t: (s, t))
+    train = [flip(s, t) for s, t in PAIRS] * 3
+    (d / "train.src").write_text("".join(s + "\n" for s, _ in train))
+    (d / "train.tgt").write_text("".join(t + "\n" for _, t in train))
+    gold = [flip(s, t) for s, t, _ in GOLD]
+    (d / "gold.src").write_text("".join(s + "\n" for s, _ in gold))
+    (d / "gold.tgt").write_text("".join(t + "\n" for _, t in gold))
+    links = [" ".join("-".join(reversed(x.split("-"))) if "-" in x else "p".join(reversed(x.split("p")))
+                      for x in a.split()) if reverse else a for _, _, a in GOLD]
+    (d / "gold.talp").write_text("".join(a + "\n" for a in links))
+    return {"train_src": str(d / "train.src"), "train_tgt": str(d / "train.tgt"), "gold_src": str(d / "gold.src"),
+            "gold_tgt": str(d / "gold.tgt"), "gold_align": str(d / "gold.talp"), "gold_base": 1}
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    d = tmp_path_factory.mktemp("ca")
+    enc = write_encoder(d / "enc")
+    doc = {"data": {"pairs": [], "custom": {"ende": _pair(d / "ende", "ende"), "deen": _pair(d / "deen", "deen", True)},
+                    "dev_pair": "ende", "dev_lines": 3},
+           "experiment": {"encoder": str(enc), "prune_vocab": False, "thresholds": [0.1, 0.3], "bootstrap_samples": 50,
+                          "batch_size": 4, "fig3_n": [1, 2], "fig3_train": {"tlm_max_steps": 2, "ssa_max_steps": 1}},
+           "train": {"batch_size": 4, "tlm_accumulation": 1, "tlm_max_steps": 3, "ssa_max_steps": 2, "amp": "none",
+                     "save_every": 1, "device": "cpu"}}
+    cfg = ca.CrossAlignRecipeConfig.from_dict(doc)
+    out = d / "run"
+    r = ca.run_experiment(cfg, out)
+    return d, out, doc, r
+
+
+def test_recipe_reports_the_test_part_with_dev_choices(setup):
+    d, out, doc, r = setup
+    res = r["results"]
+    ch = res["choices"]
+    # the architecture follows the dev sweep: m = best untrained argmax layer - 1 (at most layers - n)
+    untrained = res["fig5"]["untrained"]
+    best = min(untrained, key=lambda lay: (untrained[lay]["argmax"], lay))
+    assert ch["untrained_argmax_layer"] == best
+    assert ch["m"] == max(0, min(best - 1, 4 - 2))
+    # the SSA labels use the stage-1 model's dev τ, the extraction the SSA model's dev τ
+    started = json.loads((out / "train-ende-s42-ssa" / "started.json").read_text())
+    assert started["params"]["train"]["label_threshold"] == ch["tlm_threshold"]
+    assert ch["ssa_extraction_threshold"] == ch["ssa_threshold"] in (0.1, 0.3)
+    # the dev pair is scored on its gold sentences after the dev lines only; the other pair on all of them
+    assert res["pairs"]["ende"]["sentences"] == len(GOLD) - 3 and res["pairs"]["deen"]["sentences"] == len(GOLD)
+    src = (d / "ende" / "gold.src").read_text().splitlines()
+    tgt = (d / "ende" / "gold.tgt").read_text().splitlines()
+    lengths = [(len(a.split()), len(b.split())) for a, b in zip(src, tgt)]
+    gold = list(read_alignments(d / "ende" / "gold.talp", 1, lengths=lengths))
+    for system, file in (("+ssa", "ssa-s42"), ("untrained-argmax", "untrained-argmax")):
+        hyp = list(read_alignments(out / "links-ende" / f"{file}.align", 0, lengths=lengths))
+        want = corpus_aer(hyp[3:], gold[3:])
+        assert res["pairs"]["ende"]["systems"][system]["aer"] == pytest.approx(100 * want.aer)
+        assert res["pairs"]["ende"]["systems"][system]["aer_all_gold"] == pytest.approx(
+            100 * corpus_aer(hyp, gold).aer)
+    for pair in ("ende", "deen"):
+        assert set(res["pairs"][pair]["systems"]) == {"eflomal", "untrained-argmax", "untrained-softmax",
+                                                      "no-training", "+tlm", "+ssa"}
+        assert "+ssa vs eflomal" in res["comparisons"][pair]
+    assert set(res["fig3"]) == {1, 2}
+    rep = r["report"]
+    for text in ("Table 2 analogue", "Table 3 analogue", "Figure 3 analogue", "Figure 5 analogue",
+                 "Where every choice came from", "one seed: no claim about training variance"):
+        assert text in rep
+    assert (out / "plots" / "fig5_layers.png").is_file() and (out / "plots" / "fig3_cross_layers.png").is_file()
+    assert json.loads((out / "results.json").read_text())["results"]["choices"]["m"] == ch["m"]
+
+
+def test_second_run_is_cached(setup, caplog):
+    d, out, doc, r = setup
+    before = {p: p.stat().st_mtime_ns for p in out.rglob("*.safetensors")}
+    caplog.set_level("INFO")
+    again = ca.run_experiment(ca.CrossAlignRecipeConfig.from_dict(doc), out)
+    assert {p: p.stat().st_mtime_ns for p in out.rglob("*.safetensors")} == before
+    assert "stage train-ende-s42-tlm: cached" in caplog.text
+    assert again["results"]["pairs"] == json.loads(json.dumps(r["results"]["pairs"]))
+
+
+def test_cli_runs_one_table_from_the_cache(setup, tmp_path, capsys):
+    d, out, doc, r = setup
+    lines = []
+    for table in ("data", "experiment", "train"):
+        lines.append(f"[{table}]")
+        lines += [f"{k} = {_toml(v)}" for k, v in doc[table].items() if k != "custom"]
+    for name, spec in doc["data"]["custom"].items():
+        lines += [f"[data.custom.{name}]"] + [f"{k} = {_toml(v)}" for k, v in spec.items()]
+    (tmp_path / "c.toml").write_text("\n".join(lines) + "\n")
+    assert main(["experiment", "cross-align", "--config", str(tmp_path / "c.toml"), "--out", str(out),
+                 "--only", "table2"]) == 0
+    text = capsys.readouterr().out
+    assert "Table 2 analogue" in text and "Table 3 analogue" not in text
+
+
+def _toml(v) -> str:
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k} = {_toml(x)}" for k, x in v.items()) + "}"
+    return json.dumps(v)
+
+
+@pytest.mark.parametrize("doc, message", [
+    ({"data": {"pairs": ["xxen"]}}, "unknown gold set 'xxen'"),
+    ({"data": {"pairs": ["deen"], "dev_pair": "zhen"}}, "dev_pair 'zhen' is not among the pairs"),
+    ({"model": {"n": "dev"}}, "only m and threshold are chosen on the dev set"),
+    ({"data": {"pairs": [], "custom": {"x": {"train_src": "a"}}}}, "needs train_src, train_tgt"),
+    ({"experiment": {"thresholds": [1.5]}}, "thresholds"),
+    ({"train": {"tlm_lr": "fast"}}, "tlm_lr"),
+    ({"experiment": {"chosen_on": {"train.nothing": "dev"}}}, "not a setting of this config"),
+])
+def test_config_errors(doc, message):
+    with pytest.raises(ConfigError, match=message):
+        ca.CrossAlignRecipeConfig.from_dict(doc)
+
+
+def test_dev_lines_must_leave_a_test_part(setup, tmp_path):
+    d, out, doc, r = setup
+    bad = json.loads(json.dumps(doc))
+    bad["data"]["dev_lines"] = len(GOLD)
+    with pytest.raises(ConfigError, match="leaves none of the"):
+        ca.run_experiment(ca.CrossAlignRecipeConfig.from_dict(bad), tmp_path / "run")
