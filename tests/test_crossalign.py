@@ -235,6 +235,20 @@ def test_ssa_trains_only_the_alignment_layer(corpus):
         assert freeze or emb & changed
 
 
+def test_tlm_cross_only_keeps_the_encoders_own_weights(corpus, tmp_path):
+    al = aligner()
+    before = {k: v.clone() for k, v in al.model.state_dict().items()}
+    after = ct.train_stage("tlm", al, *corpus, tmp_path / "x", _quick(tlm_trainable="cross")).aligner.model.state_dict()
+    changed = {k for k in before if not torch.equal(before[k], after[k])}
+    assert changed and all(k.startswith(("cross_layers.", "cls.predictions.transform.", "cls.predictions.bias",
+                                         "cls.predictions.decoder.bias")) for k in changed)
+    assert any(k.startswith("cross_layers.") for k in changed)
+    with pytest.raises(ConfigError, match="tlm_trainable"):                   # resuming under another setting
+        ct.train_stage("tlm", aligner(), *corpus, tmp_path / "x", _quick(tlm_trainable="all", tlm_max_steps=6))
+    with pytest.raises(ConfigError, match="tlm_trainable must be"):
+        _quick(tlm_trainable="self")
+
+
 def test_kill_and_resume_of_stage1_is_exact(corpus, tmp_path, monkeypatch):
     straight = ct.train_stage("tlm", aligner(), *corpus, tmp_path / "a", _quick())
     assert straight.step == 5 and straight.epoch >= 2

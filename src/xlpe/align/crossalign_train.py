@@ -46,6 +46,7 @@ from xlpe.runtime import (AMP_MODES, MetricsLog, autocast_context, get_rng_state
 log = logging.getLogger(__name__)
 
 STAGES = ("tlm", "ssa")
+TLM_TRAINABLE = ("all", "cross")
 DONE = "DONE.json"
 
 
@@ -59,6 +60,9 @@ class TrainConfig:
     tlm_max_steps: int = option(200_000, "stage 1 cap on optimiser updates")
     tlm_accumulation: int = option(4, "stage 1 batches per update (gradient accumulation)")
     mask_prob: float = option(0.15, "TLM: share of word pieces masked on each side")
+    tlm_trainable: str = option("all", "TLM: 'all' parameters (the paper) or 'cross' (the cross layers and the MLM "
+                                       "head's transform and bias; the encoder's own layers and embeddings keep "
+                                       "their weights) [I]", choices=TLM_TRAINABLE)
     ssa_lr: float = option(1e-5, "stage 2 peak learning rate")
     ssa_epochs: float = option(1.0, "stage 2 passes over the data")
     ssa_max_steps: int = option(5_000, "stage 2 cap on optimiser updates")
@@ -85,6 +89,8 @@ class TrainConfig:
                 raise ConfigError(f"{name} must be >= 1, not {getattr(self, name)}")
         if not 0 < self.mask_prob < 1 or not 0 <= self.label_threshold < 1:
             raise ConfigError("mask_prob must be in (0, 1) and label_threshold in [0, 1)")
+        if self.tlm_trainable not in TLM_TRAINABLE:
+            raise ConfigError(f"tlm_trainable must be one of {', '.join(TLM_TRAINABLE)}, not {self.tlm_trainable!r}")
         if self.amp not in AMP_MODES:
             raise ConfigError(f"amp must be one of {', '.join(AMP_MODES)}, not {self.amp!r}")
 
@@ -159,12 +165,19 @@ def ssa_loss(hs: Tensor, ht: Tensor, labels: Tensor, src_words: Tensor, tgt_word
     return -(lf + lb).mean()
 
 
-def set_trainable(model, stage: str, align_layer: int, freeze_embeddings: bool = True) -> list:
-    """Stage 1: every parameter. Stage 2: layer ``c`` only (+ the embeddings when not frozen)."""
+def set_trainable(model, stage: str, align_layer: int, freeze_embeddings: bool = True,
+                  tlm_trainable: str = "all") -> list:
+    """Stage 1: every parameter (``tlm_trainable='cross'``: the cross layers and the MLM head's transform and bias
+    only; the output matrix is tied to the frozen word embeddings). Stage 2: layer ``c`` only (+ the embeddings
+    when not frozen)."""
     if stage == "tlm":
         for p in model.parameters():
-            p.requires_grad_(True)
-        return list(model.parameters())
+            p.requires_grad_(tlm_trainable == "all")
+        if tlm_trainable == "cross":
+            for p in list(model.cross_layers.parameters()) + list(model.cls.predictions.transform.parameters()):
+                p.requires_grad_(True)
+            model.cls.predictions.bias.requires_grad_(True)
+        return [p for p in model.parameters() if p.requires_grad]
     m = len(model.self_layers)
     if align_layer < 1:
         raise ConfigError("SSA trains the alignment layer: align_layer must be >= 1")
@@ -289,7 +302,8 @@ def train_stage(stage: str, aligner: CrossAligner, src: str, tgt: str, out: str 
                 raise ConfigError(f"cannot resume from {resume_from}: it is a {ck.get('stage')} run of another model "
                                   "configuration; use another output directory or resume='none' in a new one")
             old = ck.get("train_config") or {}
-            diff = [k for k in ("batch_size", "seed", f"{stage}_accumulation") if old.get(k) != getattr(cfg, k)]
+            keys = ("batch_size", "seed", f"{stage}_accumulation") + (("tlm_trainable",) if stage == "tlm" else ())
+            diff = [k for k in keys if old.get(k, "all" if k == "tlm_trainable" else None) != getattr(cfg, k)]
             if len(ck["rng"]) != dist_.world:
                 diff.append("the number of processes")
             if diff:
@@ -297,7 +311,7 @@ def train_stage(stage: str, aligner: CrossAligner, src: str, tgt: str, out: str 
                                   "interrupted run; keep them, or start a new run")
             aligner.model.load_state_dict(ck["model"])
         model = aligner.model.to(device)
-        params = set_trainable(model, stage, acfg.align_layer, cfg.freeze_embeddings)
+        params = set_trainable(model, stage, acfg.align_layer, cfg.freeze_embeddings, cfg.tlm_trainable)
         lr, epochs, max_steps, accum = cfg.stage(stage)
         sampler = PairSampler(len(data), cfg.batch_size, cfg.seed, dist_.rank, dist_.world)
         total = max(1, min(max_steps, math.ceil(epochs * sampler.per_epoch / accum)))
