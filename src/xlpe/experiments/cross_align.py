@@ -499,7 +499,10 @@ def run_experiment(cfg: CrossAlignRecipeConfig, out: str | os.PathLike, only: li
         for n in e.fig3_n:
             tlm = run.train_stage(f"fig3-n{n}-tlm", "tlm", vd, dev, e.seeds[0], n=n, extra=e.fig3_train)
             g1 = run.dev_trained(f"fig3-n{n}-tlm", tlm)
-            ssa = run.train_stage(f"fig3-n{n}-ssa", "ssa", tlm, dev, e.seeds[0], n=n, extra=e.fig3_train)
+            extra = dict(e.fig3_train)
+            if cfg.train.get("label_threshold") == DEV:          # labels at this stage-1 model's own dev τ
+                extra.setdefault("label_threshold", ch[f"fig3-n{n}-tlm_threshold"])
+            ssa = run.train_stage(f"fig3-n{n}-ssa", "ssa", tlm, dev, e.seeds[0], n=n, extra=extra)
             g2 = run.dev_trained(f"fig3-n{n}-ssa", ssa)
             fig3[n] = {"tlm": ch.pop(f"dev_fig3-n{n}-tlm_aer"), "ssa": ch.pop(f"dev_fig3-n{n}-ssa_aer"),
                        "tlm_tau": ch.pop(f"fig3-n{n}-tlm_threshold"), "ssa_tau": ch.pop(f"fig3-n{n}-ssa_threshold"),
