@@ -355,7 +355,7 @@ class _Run:
         if t.get("label_threshold") == DEV:
             t["label_threshold"] = self.choices.get("tlm_threshold", 1e-3) if stage == "ssa" else 1e-3
         t.update(extra or {})
-        t.update(seed=seed, progress=t.get("progress", False))
+        t.update(seed=seed, progress=t.get("progress", sys.stderr.isatty()))     # a bar on a terminal, not in logs
         return build(TrainConfig, t, "[train]")
 
     def train_stage(self, name: str, stage: str, init: str, pair: str, seed: int, *, n: int | None = None,
