@@ -8,7 +8,8 @@ links, all used). Gold sentences that also occur verbatim in the training data a
 Training alignments (``--align``): ``shipped`` = the corpus' automatic ``comtrans.auto-align.de-en``
 (default, as before); ``eflomal`` = xlpe's own eflomal run (:class:`xlpe.align.eflomal.EflomalAligner`,
 lowercased, on the corpus plus the test text as is standard for alignment; cached in ``--align-cache``
-because eflomal cannot be seeded), symmetrised with ``--sym``; or a Pharaoh file. ``--direction reverse``
+because eflomal cannot be seeded), symmetrised with ``--sym``; or a Pharaoh file (0-based; when it has a line for every gold sentence after the training lines, as
+``xlpe crossalign align`` gives on the corpus plus the gold text, those lines give ``gold_label_ceiling``). ``--direction reverse``
 reorders the English side into German order (gold links reversed); ``--data synth:DIR`` runs on an
 ``xlpe synth`` folder (train.*, test.src/test.align as gold). ``--pos`` adds HanTa POS tags (optional
 package ``HanTa``) as a factor column.
@@ -202,7 +203,10 @@ def load_data(args) -> dict:
         al, scores = links[: len(src)], scores[: len(src)]
         g_auto = links[len(src):]  # the same aligner's links of the gold sentences: the labels' ceiling
     else:
-        al = read_links(Path(args.align), base=0)[: len(src)]
+        links = read_links(Path(args.align), base=0)
+        al = links[: len(src)]
+        if len(links) == len(src) + len(g_src):  # the file also aligns the gold sentences: the labels' ceiling
+            g_auto = links[len(src):]
     if len(al) != len(src):
         raise SystemExit(f"{len(al)} alignment lines for {len(src)} training sentences")
     if args.direction == "reverse":  # reorder the target-language side into source order
@@ -236,6 +240,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--drop-worst", type=float, default=0.0,
                     help="with --align eflomal: drop this fraction of training pairs with the worst eflomal "
                          "score (per-token forward + reverse)")
+    ap.add_argument("--dev-lines", type=int, default=150,
+                    help="also score the gold sentences after the first N (the RWTH dev/test split; 0 = all)")
     ap.add_argument("--train-limit", type=int, default=0, help="use the first N training sentences (0 = all)")
     ap.add_argument("--iterations", type=int, default=3)
     ap.add_argument("--processes", type=int, default=2, help="worker processes when applying the model")
@@ -353,6 +359,9 @@ def main(argv=None) -> dict:
     identity = corpus_reorder_scores([list(range(len(s))) for s in g_de], g_ranks)
     system = corpus_reorder_scores(orders, g_ranks)
     oracle = corpus_reorder_scores([order_from_ranks(r) for r in g_ranks], g_ranks)
+    test = slice(args.dev_lines, None)  # the part of the gold that no choice was made on (issue 17's split)
+    test_scores = {name: corpus_reorder_scores(o[test], g_ranks[test])["tau"] for name, o in
+                   (("identity", [list(range(len(s))) for s in g_de]), ("preorder", orders))}
     ceiling = None
     if data["g_auto"] is not None:  # a model that reproduced its labels exactly would score this
         ceiling = corpus_reorder_scores(
@@ -382,6 +391,7 @@ def main(argv=None) -> dict:
         "gold_preorder": {k: system[k] for k in ("tau", "chunk", "tau_sent", "chunk_sent")},
         "gold_oracle": {k: oracle[k] for k in ("tau", "chunk")},
         "gold_label_ceiling": {k: ceiling[k] for k in ("tau", "chunk")} if ceiling else None,
+        f"gold_after_{args.dev_lines}_tau": test_scores,
         **rss_mb(),
     }
     print(json.dumps(result, indent=1))
