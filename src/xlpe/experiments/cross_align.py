@@ -379,10 +379,10 @@ class _Run:
         """``make() -> list[Alignment]`` on the pair's gold sentences, cached as ``links-<pair>/<system>.align``."""
         path = self.out / f"links-{pair}" / f"{system}.align"
         key_path = path.with_suffix(".key")
-        key = digest(make.key)
+        p = self.data[pair]["paths"]
+        key = digest({**make.key, "text": file_sig(p["gold.src"], p["gold.tgt"])})    # new text, new links
         if path.is_file() and key_path.is_file() and key_path.read_text() == key:
-            src = _read(self.data[pair]["paths"]["gold.src"])
-            tgt = _read(self.data[pair]["paths"]["gold.tgt"])
+            src, tgt = _read(p["gold.src"]), _read(p["gold.tgt"])
             return list(read_alignments(path, 0, lengths=[(len(a.split(" ")), len(b.split(" ")))
                                                           for a, b in zip(src, tgt)]))
         als = make()
