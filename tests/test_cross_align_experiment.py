@@ -70,7 +70,12 @@ def test_recipe_reports_the_test_part_with_dev_choices(setup):
     # the SSA labels use the stage-1 model's dev τ, the extraction the SSA model's dev τ
     started = json.loads((out / "train-ende-s42-ssa" / "started.json").read_text())
     assert started["params"]["train"]["label_threshold"] == ch["tlm_threshold"]
-    assert ch["ssa_extraction_threshold"] == ch["ssa_threshold"] in (0.1, 0.3)
+    assert ch["ssa_threshold"] in (0.1, 0.3)
+    # the extraction of a trained model: the best of softmax at every τ and mutual argmax at c, on dev
+    c = ch["m"] + 1
+    assert ch["ssa_extraction"] == ch["ssa_extractor"] in (0.1, 0.3, "argmax")
+    at_c = res["fig5"]["ssa"][c]
+    assert 100 * ch["dev_ssa_aer"] == pytest.approx(min(at_c["argmax"], at_c["softmax_best"]))
     # the dev pair is scored on its gold sentences after the dev lines only; the other pair on all of them
     assert res["pairs"]["ende"]["sentences"] == len(GOLD) - 3 and res["pairs"]["deen"]["sentences"] == len(GOLD)
     src = (d / "ende" / "gold.src").read_text().splitlines()
@@ -133,6 +138,7 @@ def _toml(v) -> str:
     ({"model": {"n": "dev"}}, "only m and threshold are chosen on the dev set"),
     ({"data": {"pairs": [], "custom": {"x": {"train_src": "a"}}}}, "needs train_src, train_tgt"),
     ({"experiment": {"thresholds": [1.5]}}, "thresholds"),
+    ({"experiment": {"trained_extractors": ["max"]}}, "trained_extractors"),
     ({"train": {"tlm_lr": "fast"}}, "tlm_lr"),
     ({"experiment": {"chosen_on": {"train.nothing": "dev"}}}, "not a setting of this config"),
 ])

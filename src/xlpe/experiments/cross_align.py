@@ -14,7 +14,8 @@ resumable.
    layer / τ of each extractor give the untrained baselines of every pair.
 5. ``train-<pair>-s<seed>``: stage 1 (TLM) then, after ``dev-tlm`` chose the τ of the dev pair's stage-1 model
    on the dev set, stage 2 (SSA) with that τ as its label threshold when ``train.label_threshold = "dev"``;
-   ``dev-ssa`` chooses the final extraction τ the same way (``model.threshold = "dev"``). The dev pair trains
+   ``dev-ssa`` chooses the final extraction the same way (``model.threshold = "dev"``: softmax at the best τ or
+   mutual argmax, ``experiment.trained_extractors``, the menu the untrained baselines have too). The dev pair trains
    first; every other pair uses its choices unchanged (nothing is tuned per pair).
 6. ``links-<pair>``: every system's links on the gold sentences; the report scores the **test** part (every
    gold sentence of a non-dev pair; the dev pair's sentences after ``dev_lines``) with AER / P / R and
@@ -80,6 +81,9 @@ class CrossAlignExperiment:
     seeds: list[int] = field(default_factory=lambda: [42])
     layers: list[int] = field(default_factory=list)          # layers swept on dev ([] = every layer)
     thresholds: list[float] = field(default_factory=lambda: [0.001, 0.01, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5])
+    # the extractors the dev set chooses from for the trained models (model.threshold = "dev"): "softmax" (the
+    # paper's, at the best τ of `thresholds`) and/or "argmax" (mutual argmax, as the untrained baseline may use)
+    trained_extractors: list[str] = field(default_factory=lambda: ["softmax", "argmax"])
     eflomal_sym: str = "grow-diag-final-and"
     bootstrap_samples: int = 1000
     batch_size: int = 32               # extraction batch
@@ -123,6 +127,8 @@ class CrossAlignRecipeConfig:
             raise ConfigError("[data] dev_lines must be >= 1")
         if not e.seeds or not e.thresholds or any(not 0 <= t < 1 for t in e.thresholds):
             raise ConfigError("experiment.seeds and experiment.thresholds (each in [0, 1)) must not be empty")
+        if not e.trained_extractors or set(e.trained_extractors) - {"softmax", "argmax"}:
+            raise ConfigError("experiment.trained_extractors: one or both of 'softmax', 'argmax'")
         model = {k: v for k, v in self.model.items() if v != DEV}
         for k, v in self.model.items():
             if v == DEV and k not in ("m", "threshold"):
@@ -324,7 +330,8 @@ class _Run:
         return grid
 
     def dev_trained(self, name: str, model_dir: str) -> dict:
-        """τ sweep of a trained model at every layer on the dev set; the best τ at its alignment layer."""
+        """τ sweep of a trained model at every layer on the dev set; at its alignment layer, the best τ (the SSA
+        labels' when chosen on dev) and the best of ``experiment.trained_extractors`` (its extraction)."""
         e = self.cfg.experiment
         src, tgt, gold = self.dev_part(self.cfg.data.dev_pair)
 
@@ -339,8 +346,11 @@ class _Run:
                                                   "thresholds": e.thresholds}, fn)
         grid = _grid_from_json(res["grid"])
         c = res["align_layer"]
-        _, tau, aer = _best(grid, layers=[c], keys=list(e.thresholds))
-        self.choices[f"{name}_threshold"], self.choices[f"dev_{name}_aer"] = tau, aer
+        _, tau, _ = _best(grid, layers=[c], keys=list(e.thresholds))
+        keys = (list(e.thresholds) if "softmax" in e.trained_extractors else []) + (
+            ["argmax"] if "argmax" in e.trained_extractors else [])
+        _, ext, aer = _best(grid, layers=[c], keys=keys)
+        self.choices.update({f"{name}_threshold": tau, f"{name}_extractor": ext, f"dev_{name}_aer": aer})
         return grid
 
     # training -------------------------------------------------------------------------------------------------
@@ -414,6 +424,11 @@ def _weights(model_dir: str) -> list[str]:
     return files + [str(p) for p in (d / "config.json", d / "crossalign.json") if p.is_file()]
 
 
+def _extraction(ext) -> dict:
+    """``align`` keywords of a dev-chosen extraction: ``"argmax"`` or a softmax τ."""
+    return {"method": "argmax", "null_sink": "none"} if ext == "argmax" else {"threshold": float(ext)}
+
+
 def _extract(model_dir: str, pair_paths: dict, *, trained: bool, batch_size: int, **kw):
     from xlpe.align.crossalign import CrossAligner
     al = CrossAligner.from_pretrained(model_dir) if trained else CrossAligner.load(model_dir)
@@ -475,12 +490,12 @@ def run_experiment(cfg: CrossAlignRecipeConfig, out: str | os.PathLike, only: li
                 grids["ssa"] = run.dev_trained("ssa", ssa)
             trained[(pair, seed, "tlm")], trained[(pair, seed, "ssa")] = tlm, ssa
         for stage in ("tlm", "ssa"):
-            tau = ch[f"{stage}_threshold"] if cfg.model.get("threshold", DEV) == DEV else float(cfg.model["threshold"])
-            ch[f"{stage}_extraction_threshold"] = tau
+            ext = ch[f"{stage}_extractor"] if cfg.model.get("threshold", DEV) == DEV else float(cfg.model["threshold"])
+            ch[f"{stage}_extraction"] = ext
             systems[pair][f"+{stage}"] = [run.links(pair, f"{stage}-s{seed}", _Make(
-                {"model": file_sig(*_weights(trained[(pair, seed, stage)])), "tau": tau},
-                lambda m=trained[(pair, seed, stage)], pp=pp, tau=tau: _extract(
-                    m, pp, trained=True, batch_size=e.batch_size, threshold=tau))) for seed in e.seeds]
+                {"model": file_sig(*_weights(trained[(pair, seed, stage)])), "extraction": ext},
+                lambda m=trained[(pair, seed, stage)], pp=pp, ext=ext: _extract(
+                    m, pp, trained=True, batch_size=e.batch_size, **_extraction(ext)))) for seed in e.seeds]
         if "table3" in chosen:                  # Cross-Align before any training: random cross-attention
             def untrained_ca(v=v, pp=pp, seed=e.seeds[0]):
                 from xlpe.align.crossalign import CrossAligner
@@ -489,9 +504,9 @@ def run_experiment(cfg: CrossAlignRecipeConfig, out: str | os.PathLike, only: li
                 al = CrossAligner.from_encoder(v, **run.model_options())
                 src, tgt = _read(pp["gold.src"]), _read(pp["gold.tgt"])
                 return al.align([s.split(" ") for s in src], [t.split(" ") for t in tgt], batch_size=e.batch_size,
-                                threshold=ch["ssa_extraction_threshold"])
+                                **_extraction(ch["ssa_extraction"]))
             systems[pair]["no-training"] = [run.links(pair, "no-training", _Make(
-                {**base, "opts": run.model_options(), "seed": e.seeds[0], "tau": ch["ssa_extraction_threshold"]},
+                {**base, "opts": run.model_options(), "seed": e.seeds[0], "extraction": ch["ssa_extraction"]},
                 untrained_ca))]
     fig3 = {}
     if "fig3" in chosen:
@@ -505,7 +520,9 @@ def run_experiment(cfg: CrossAlignRecipeConfig, out: str | os.PathLike, only: li
             ssa = run.train_stage(f"fig3-n{n}-ssa", "ssa", tlm, dev, e.seeds[0], n=n, extra=extra)
             g2 = run.dev_trained(f"fig3-n{n}-ssa", ssa)
             fig3[n] = {"tlm": ch.pop(f"dev_fig3-n{n}-tlm_aer"), "ssa": ch.pop(f"dev_fig3-n{n}-ssa_aer"),
-                       "tlm_tau": ch.pop(f"fig3-n{n}-tlm_threshold"), "ssa_tau": ch.pop(f"fig3-n{n}-ssa_threshold"),
+                       "tlm_extraction": ch.pop(f"fig3-n{n}-tlm_extractor"),
+                       "ssa_extraction": ch.pop(f"fig3-n{n}-ssa_extractor"),
+                       "label_tau": ch.pop(f"fig3-n{n}-tlm_threshold"), "ssa_tau": ch.pop(f"fig3-n{n}-ssa_threshold"),
                        "grids": {"tlm": g1, "ssa": g2}}
     results = summarise(run, systems, grids, fig3, chosen)
     report = render_report(cfg, results, chosen)
@@ -521,8 +538,8 @@ def run_experiment(cfg: CrossAlignRecipeConfig, out: str | os.PathLike, only: li
 # -- summary and report -----------------------------------------------------------------------------------------
 
 ROWS = {"eflomal": "eflomal + {sym}", "untrained-argmax": "untrained encoder, mutual argmax (layer {la})",
-        "untrained-softmax": "untrained encoder, softmax τ={ts:g} (layer {ls})", "no-training": "Cross-Align, no training",
-        "+tlm": "+TLM", "+ssa": "++SSA (Cross-Align)"}
+        "untrained-softmax": "untrained encoder, softmax τ={ts:g} (layer {ls})", "no-training": "Cross-Align, no training ({ssa})",
+        "+tlm": "+TLM ({tlm})", "+ssa": "++SSA (Cross-Align, {ssa})"}
 
 
 def summarise(run: _Run, systems: dict, grids: dict, fig3: dict, chosen: set[str]) -> dict:
@@ -562,6 +579,10 @@ def summarise(run: _Run, systems: dict, grids: dict, fig3: dict, chosen: set[str
     return res
 
 
+def _ext_name(ext) -> str:
+    return "mutual argmax" if ext == "argmax" else f"softmax τ={float(ext):g}"
+
+
 def _cell(s: dict | None) -> str:
     return "—" if s is None else f"{s['aer']:.1f} ({s['precision']:.0f}/{s['recall']:.0f})"
 
@@ -571,7 +592,8 @@ def render_report(cfg: CrossAlignRecipeConfig, results: dict, chosen: set[str]) 
     pairs = list(results["pairs"])
     seeds = len(e.seeds)
     fmt = {"sym": e.eflomal_sym, "la": ch["untrained_argmax_layer"], "ls": ch["untrained_softmax_layer"],
-           "ts": ch["untrained_softmax_threshold"]}
+           "ts": ch["untrained_softmax_threshold"], "tlm": _ext_name(ch.get("tlm_extraction", 0)),
+           "ssa": _ext_name(ch.get("ssa_extraction", 0))}
     lines = ["# Cross-Align (Lai et al. 2022) at small scale", "",
              f"Encoder: `{e.encoder}`{' (vocabulary pruned to each pair' + chr(39) + 's text)' if e.prune_vocab else ''}; "
              f"Cross-Align m={ch['m']} self + n={ch['n']} cross layers, alignment layer c={ch['m'] + 1}; "
@@ -607,10 +629,10 @@ def render_report(cfg: CrossAlignRecipeConfig, results: dict, chosen: set[str]) 
                                     == DEV else "set in [model]"),
               ]
     for stage in ("tlm", "ssa"):
-        if f"{stage}_threshold" in ch:
-            src = "chosen on the dev set" if cfg.model.get("threshold", DEV) == DEV else "set in [model]"
-            lines.append(f"- {stage.upper()} model extraction τ={ch[f'{stage}_extraction_threshold']:g} ({src}; "
-                         f"best dev AER {100 * ch[f'dev_{stage}_aer']:.1f} at τ={ch[f'{stage}_threshold']:g})")
+        if f"{stage}_extraction" in ch:
+            src = (f"the best of {', '.join(e.trained_extractors)} on the dev set, dev AER "
+                   f"{100 * ch[f'dev_{stage}_aer']:.1f}" if cfg.model.get("threshold", DEV) == DEV else "set in [model]")
+            lines.append(f"- {stage.upper()} model extraction at c: {_ext_name(ch[f'{stage}_extraction'])} ({src})")
     if cfg.train.get("label_threshold") == DEV and "tlm_threshold" in ch:
         lines.append(f"- SSA label τ={ch['tlm_threshold']:g}: the stage-1 model's best τ on the dev set")
     for k, v in e.chosen_on.items():
