@@ -638,7 +638,7 @@ def render_report(cfg: CrossAlignRecipeConfig, results: dict, chosen: set[str]) 
     for k, v in e.chosen_on.items():
         lines.append(f"- {k}: {v}")
     if results["fig3"]:
-        lines += ["", "## Figure 3 analogue: number of cross layers n (dev AER, each at its best τ on dev)", "",
+        lines += ["", "## Figure 3 analogue: number of cross layers n (dev AER, each with its dev-best extractor; a small budget)", "",
                   "| n | +TLM | ++SSA |", "|---|---|---|"]
         for n, f in sorted(results["fig3"].items()):
             lines.append(f"| {n} | {f['tlm']:.1f} | {f['ssa']:.1f} |")
