@@ -8,9 +8,10 @@ links, all used). Gold sentences that also occur verbatim in the training data a
 Training alignments (``--align``): ``shipped`` = the corpus' automatic ``comtrans.auto-align.de-en``
 (default, as before); ``eflomal`` = xlpe's own eflomal run (:class:`xlpe.align.eflomal.EflomalAligner`,
 lowercased, on the corpus plus the test text as is standard for alignment; cached in ``--align-cache``
-because eflomal cannot be seeded), symmetrised with ``--sym``; or a Pharaoh file (0-based; when it has a line for every gold sentence after the training lines, as
-``xlpe crossalign align`` gives on the corpus plus the gold text, those lines give ``gold_label_ceiling``). ``--direction reverse``
-reorders the English side into German order (gold links reversed); ``--data synth:DIR`` runs on an
+because eflomal cannot be seeded), symmetrised with ``--sym``; or a Pharaoh file (0-based; when it has a line
+for every gold sentence after the training lines, as ``xlpe crossalign align`` gives on the corpus plus the gold
+text, those lines give ``gold_label_ceiling``). ``--direction reverse`` reorders the English side into German
+order (gold links reversed); ``--data synth:DIR`` runs on an
 ``xlpe synth`` folder (train.*, test.src/test.align as gold). ``--pos`` adds HanTa POS tags (optional
 package ``HanTa``) as a factor column.
 

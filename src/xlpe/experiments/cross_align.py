@@ -538,7 +538,8 @@ def run_experiment(cfg: CrossAlignRecipeConfig, out: str | os.PathLike, only: li
 # -- summary and report -----------------------------------------------------------------------------------------
 
 ROWS = {"eflomal": "eflomal + {sym}", "untrained-argmax": "untrained encoder, mutual argmax (layer {la})",
-        "untrained-softmax": "untrained encoder, softmax τ={ts:g} (layer {ls})", "no-training": "Cross-Align, no training ({ssa})",
+        "untrained-softmax": "untrained encoder, softmax τ={ts:g} (layer {ls})",
+        "no-training": "Cross-Align, no training ({ssa})",
         "+tlm": "+TLM ({tlm})", "+ssa": "++SSA (Cross-Align, {ssa})"}
 
 
@@ -594,8 +595,9 @@ def render_report(cfg: CrossAlignRecipeConfig, results: dict, chosen: set[str]) 
     fmt = {"sym": e.eflomal_sym, "la": ch["untrained_argmax_layer"], "ls": ch["untrained_softmax_layer"],
            "ts": ch["untrained_softmax_threshold"], "tlm": _ext_name(ch.get("tlm_extraction", 0)),
            "ssa": _ext_name(ch.get("ssa_extraction", 0))}
+    pruned = " (vocabulary pruned to each pair's text)" if e.prune_vocab else ""
     lines = ["# Cross-Align (Lai et al. 2022) at small scale", "",
-             f"Encoder: `{e.encoder}`{' (vocabulary pruned to each pair' + chr(39) + 's text)' if e.prune_vocab else ''}; "
+             f"Encoder: `{e.encoder}`{pruned}; "
              f"Cross-Align m={ch['m']} self + n={ch['n']} cross layers, alignment layer c={ch['m'] + 1}; "
              f"{seeds} training seed(s) {e.seeds}.", "",
              f"**Dev set:** the first {d.dev_lines} gold sentences of `{d.dev_pair}`. **Test:** every other gold "
@@ -630,15 +632,18 @@ def render_report(cfg: CrossAlignRecipeConfig, results: dict, chosen: set[str]) 
               ]
     for stage in ("tlm", "ssa"):
         if f"{stage}_extraction" in ch:
-            src = (f"the best of {', '.join(e.trained_extractors)} on the dev set, dev AER "
-                   f"{100 * ch[f'dev_{stage}_aer']:.1f}" if cfg.model.get("threshold", DEV) == DEV else "set in [model]")
+            src = "set in [model]"
+            if cfg.model.get("threshold", DEV) == DEV:
+                src = (f"the best of {', '.join(e.trained_extractors)} on the dev set, "
+                       f"dev AER {100 * ch[f'dev_{stage}_aer']:.1f}")
             lines.append(f"- {stage.upper()} model extraction at c: {_ext_name(ch[f'{stage}_extraction'])} ({src})")
     if cfg.train.get("label_threshold") == DEV and "tlm_threshold" in ch:
         lines.append(f"- SSA label τ={ch['tlm_threshold']:g}: the stage-1 model's best τ on the dev set")
     for k, v in e.chosen_on.items():
         lines.append(f"- {k}: {v}")
     if results["fig3"]:
-        lines += ["", "## Figure 3 analogue: number of cross layers n (dev AER, each with its dev-best extractor; a small budget)", "",
+        lines += ["", "## Figure 3 analogue: number of cross layers n (dev AER, each with its dev-best extractor; "
+                  "a small budget)", "",
                   "| n | +TLM | ++SSA |", "|---|---|---|"]
         for n, f in sorted(results["fig3"].items()):
             lines.append(f"| {n} | {f['tlm']:.1f} | {f['ssa']:.1f} |")
