@@ -17,7 +17,8 @@ resumable.
    ``dev-ssa`` chooses the final extraction the same way (``model.threshold = "dev"``: softmax at the best τ or
    mutual argmax, ``experiment.trained_extractors``, the menu the untrained baselines have too). The dev pair trains
    first; every other pair uses its choices unchanged (nothing is tuned per pair).
-6. ``links-<pair>``: every system's links on the gold sentences; the report scores the **test** part (every
+6. ``links-<pair>``: every system's links on the gold sentences; the report (:mod:`.cross_align_report`) scores
+   the **test** part (every
    gold sentence of a non-dev pair; the dev pair's sentences after ``dev_lines``) with AER / P / R and
    seed-aware paired bootstraps over gold sentences (:mod:`xlpe.evaluate.significance`), and names the set
    every choice came from.
@@ -26,6 +27,9 @@ resumable.
    the dev pair's trained models.
 
     xlpe experiment cross-align --config examples/cross-align.toml --out runs/cross-align
+
+This module stays whole (a little over 500 lines): its stages share one run state (``_Run``: the pairs' data, the dev
+choices) that splitting would thread through every call; the report is in :mod:`.cross_align_report`.
 """
 
 from __future__ import annotations
@@ -44,13 +48,12 @@ import numpy as np
 from xlpe.config import apply_sets, build, read_toml
 from xlpe.data.gold_sets import GOLD_SETS, GoldSet, custom_gold_set, load_gold_set
 from xlpe.errors import ConfigError
-from xlpe.evaluate.significance import aer_score, aer_stats, compare
+from xlpe.evaluate.significance import aer_score, aer_stats
 from xlpe.experiments.cache import digest, file_sig, run_stage
-from xlpe.experiments.recipe import TOML_TABLES
+from xlpe.experiments.recipe import TOML_TABLES, write_outputs
 from xlpe.experiments.stages import align_stage
 from xlpe.io.alignments import read_alignments, write_alignments
 from xlpe.io.atomic import atomic_write
-from xlpe.runtime import versions
 
 log = logging.getLogger("xlpe.experiments.cross_align")
 
@@ -524,173 +527,8 @@ def run_experiment(cfg: CrossAlignRecipeConfig, out: str | os.PathLike, only: li
                        "ssa_extraction": ch.pop(f"fig3-n{n}-ssa_extractor"),
                        "label_tau": ch.pop(f"fig3-n{n}-tlm_threshold"), "ssa_tau": ch.pop(f"fig3-n{n}-ssa_threshold"),
                        "grids": {"tlm": g1, "ssa": g2}}
-    results = summarise(run, systems, grids, fig3, chosen)
+    from xlpe.experiments.cross_align_report import plot_figures, render_report, summarise
+    results = summarise(run, systems, grids, fig3)
     report = render_report(cfg, results, chosen)
-    _plots(results, out / "plots")
-    with atomic_write(out / "report.md") as f:
-        f.write(report)
-    with atomic_write(out / "results.json") as f:
-        json.dump({"config": cfg.to_dict(), "results": results, "versions": versions(),
-                   "command": " ".join(["xlpe"] + sys.argv[1:])}, f, indent=2, default=str)
-    return {"report": report, "results": results}
-
-
-# -- summary and report -----------------------------------------------------------------------------------------
-
-ROWS = {"eflomal": "eflomal + {sym}", "untrained-argmax": "untrained encoder, mutual argmax (layer {la})",
-        "untrained-softmax": "untrained encoder, softmax τ={ts:g} (layer {ls})",
-        "no-training": "Cross-Align, no training ({ssa})",
-        "+tlm": "+TLM ({tlm})", "+ssa": "++SSA (Cross-Align, {ssa})"}
-
-
-def summarise(run: _Run, systems: dict, grids: dict, fig3: dict, chosen: set[str]) -> dict:
-    e = run.cfg.experiment
-    res: dict[str, Any] = {"choices": dict(run.choices), "pairs": {}, "comparisons": {}, "fig3": {}, "fig5": {}}
-    for pair, rows in systems.items():
-        sl = run.test_slice(pair)
-        gold = run.gold[pair][sl]
-        stats = {name: [aer_stats(a[sl], gold) for a in seeds] for name, seeds in rows.items()}
-        scores = {}
-        for name, per_seed in stats.items():
-            tot = [s.sum(0) for s in per_seed]
-            aers = [aer_score(t) for t in tot]
-            scores[name] = {"aer": 100 * float(np.mean(aers)), "aer_seeds": [100 * a for a in aers],
-                            "precision": 100 * float(np.mean([t[1] / t[2] if t[2] else 0.0 for t in tot])),
-                            "recall": 100 * float(np.mean([t[0] / t[3] if t[3] else 0.0 for t in tot])),
-                            "links": float(np.mean([t[2] for t in tot]))}
-            if pair == run.cfg.data.dev_pair:          # the whole gold set, for comparison with the papers
-                full = [aer_score(aer_stats(a, run.gold[pair]).sum(0)) for a in rows[name]]
-                scores[name]["aer_all_gold"] = 100 * float(np.mean(full))
-        res["pairs"][pair] = {"sentences": len(gold), "dev_excluded": sl.start or 0, "systems": scores,
-                              "corpus_lines": run.data[pair]["corpus"], "sources": run.data[pair]["sources"]}
-        comps = {}
-        for cand, base in (("+ssa", "eflomal"), ("+ssa", "untrained-argmax"), ("+ssa", "untrained-softmax"),
-                           ("+tlm", "no-training"), ("+ssa", "+tlm"), ("+tlm", "untrained-argmax")):
-            if cand in stats and base in stats:
-                c = compare("AER", stats[base], stats[cand], aer_score, higher_is_better=False,
-                            resamples=e.bootstrap_samples)
-                comps[f"{cand} vs {base}"] = {**c.to_dict(), "verdict": c.verdict()}
-        res["comparisons"][pair] = comps
-    for n, f in fig3.items():
-        res["fig3"][n] = {k: 100 * v if k in ("tlm", "ssa") else v for k, v in f.items() if k != "grids"}
-    for name, grid in grids.items():
-        res["fig5"][name] = {lay: {"argmax": 100 * aer_score(np.asarray(row["argmax"])),
-                                   "softmax_best": 100 * min(aer_score(np.asarray(row[t])) for t in e.thresholds)}
-                             for lay, row in sorted(grid.items())}
-    return res
-
-
-def _ext_name(ext) -> str:
-    return "mutual argmax" if ext == "argmax" else f"softmax τ={float(ext):g}"
-
-
-def _cell(s: dict | None) -> str:
-    return "—" if s is None else f"{s['aer']:.1f} ({s['precision']:.0f}/{s['recall']:.0f})"
-
-
-def render_report(cfg: CrossAlignRecipeConfig, results: dict, chosen: set[str]) -> str:
-    ch, d, e = results["choices"], cfg.data, cfg.experiment
-    pairs = list(results["pairs"])
-    seeds = len(e.seeds)
-    fmt = {"sym": e.eflomal_sym, "la": ch["untrained_argmax_layer"], "ls": ch["untrained_softmax_layer"],
-           "ts": ch["untrained_softmax_threshold"], "tlm": _ext_name(ch.get("tlm_extraction", 0)),
-           "ssa": _ext_name(ch.get("ssa_extraction", 0))}
-    pruned = " (vocabulary pruned to each pair's text)" if e.prune_vocab else ""
-    lines = ["# Cross-Align (Lai et al. 2022) at small scale", "",
-             f"Encoder: `{e.encoder}`{pruned}; "
-             f"Cross-Align m={ch['m']} self + n={ch['n']} cross layers, alignment layer c={ch['m'] + 1}; "
-             f"{seeds} training seed(s) {e.seeds}.", "",
-             f"**Dev set:** the first {d.dev_lines} gold sentences of `{d.dev_pair}`. **Test:** every other gold "
-             "sentence: all of every other pair, the rest of the dev pair. Every AER below is on the test part "
-             "(AER % with precision/recall in brackets).", ""]
-    head = "| system | " + " | ".join(f"{p} ({results['pairs'][p]['sentences']})" for p in pairs) + " |"
-    if chosen & {"table2", "table3"}:
-        for title, rows in (("Table 2 analogue", ["eflomal", "untrained-argmax", "untrained-softmax", "+ssa"]),
-                            ("Table 3 analogue (ablation)", ["no-training", "+tlm", "+ssa"])):
-            key = "table2" if title.startswith("Table 2") else "table3"
-            if key not in chosen:
-                continue
-            lines += [f"## {title}", "", head, "|---|" + "---|" * len(pairs)]
-            for r in rows:
-                cells = [_cell(results["pairs"][p]["systems"].get(r)) for p in pairs]
-                lines.append(f"| {ROWS[r].format(**fmt)} | " + " | ".join(cells) + " |")
-            lines.append("")
-        lines += ["## Significance (paired bootstrap over test gold sentences, seeds kept together)", ""]
-        for p in pairs:
-            for name, c in results["comparisons"][p].items():
-                lines.append(f"- `{p}` {name}: {c['verdict']}")
-        dp = results["pairs"][d.dev_pair]["systems"]
-        lines += ["", f"`{d.dev_pair}` on all its gold sentences (dev included, for comparison with the papers only): "
-                  + ", ".join(f"{k} {v['aer_all_gold']:.1f}" for k, v in dp.items() if "aer_all_gold" in v), ""]
-    lines += ["## Where every choice came from", "",
-              f"- untrained baselines: mutual argmax at layer {ch['untrained_argmax_layer']} "
-              f"(dev AER {100 * ch['dev_untrained_argmax_aer']:.1f}), softmax at layer "
-              f"{ch['untrained_softmax_layer']} with τ={ch['untrained_softmax_threshold']:g} "
-              f"(dev AER {100 * ch['dev_untrained_softmax_aer']:.1f}): the best of the sweep on the dev set",
-              f"- m={ch['m']}: " + ("the best untrained argmax layer minus 1, on the dev set" if cfg.model.get("m", DEV)
-                                    == DEV else "set in [model]"),
-              ]
-    for stage in ("tlm", "ssa"):
-        if f"{stage}_extraction" in ch:
-            src = "set in [model]"
-            if cfg.model.get("threshold", DEV) == DEV:
-                src = (f"the best of {', '.join(e.trained_extractors)} on the dev set, "
-                       f"dev AER {100 * ch[f'dev_{stage}_aer']:.1f}")
-            lines.append(f"- {stage.upper()} model extraction at c: {_ext_name(ch[f'{stage}_extraction'])} ({src})")
-    if cfg.train.get("label_threshold") == DEV and "tlm_threshold" in ch:
-        lines.append(f"- SSA label τ={ch['tlm_threshold']:g}: the stage-1 model's best τ on the dev set")
-    for k, v in e.chosen_on.items():
-        lines.append(f"- {k}: {v}")
-    if results["fig3"]:
-        lines += ["", "## Figure 3 analogue: number of cross layers n (dev AER, each with its dev-best extractor; "
-                  "a small budget)", "",
-                  "| n | +TLM | ++SSA |", "|---|---|---|"]
-        for n, f in sorted(results["fig3"].items()):
-            lines.append(f"| {n} | {f['tlm']:.1f} | {f['ssa']:.1f} |")
-    if results["fig5"] and "fig5" in chosen:
-        lines += ["", "## Figure 5 analogue: extraction layer (dev AER; softmax at its best τ)", "",
-                  "| layer | " + " | ".join(f"{k} argmax | {k} softmax" for k in results["fig5"]) + " |",
-                  "|---|" + "---|---|" * len(results["fig5"])]
-        layers = sorted({lay for g in results["fig5"].values() for lay in g})
-        for lay in layers:
-            cells = []
-            for g in results["fig5"].values():
-                r = g.get(lay)
-                cells += ["—", "—"] if r is None else [f"{r['argmax']:.1f}", f"{r['softmax_best']:.1f}"]
-            lines.append(f"| {lay} | " + " | ".join(cells) + " |")
-    lines += ["", "Paper (mBERT, 1.1–1.9M pairs, Table 2): Cross-Align De-En 13.6, En-Fr 3.4, Zh-En 10.1, "
-              "Ja-En 35.4; SimAlign 18.8 / 7.6 / 21.6 / 46.6.", ""]
-    return "\n".join(lines)
-
-
-def _plots(results: dict, plots: Path) -> None:
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        log.warning("matplotlib is not installed: no plots")
-        return
-    if results["fig5"]:
-        fig, ax = plt.subplots(figsize=(6, 4))
-        for name, g in results["fig5"].items():
-            xs = sorted(g)
-            ax.plot(xs, [g[x]["argmax"] for x in xs], marker="o", label=f"{name} argmax")
-            ax.plot(xs, [g[x]["softmax_best"] for x in xs], marker="x", linestyle="--", label=f"{name} softmax")
-        ax.set_xlabel("extraction layer")
-        ax.set_ylabel("dev AER (%)")
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(plots / "fig5_layers.png", dpi=120)
-        plt.close(fig)
-    if results["fig3"]:
-        fig, ax = plt.subplots(figsize=(5, 3.5))
-        ns = sorted(results["fig3"])
-        for k in ("tlm", "ssa"):
-            ax.plot(ns, [results["fig3"][n][k] for n in ns], marker="o", label=f"+{k.upper()}")
-        ax.set_xlabel("cross layers n")
-        ax.set_ylabel("dev AER (%)")
-        ax.legend()
-        fig.tight_layout()
-        fig.savefig(plots / "fig3_cross_layers.png", dpi=120)
-        plt.close(fig)
+    plot_figures(results, out / "plots")
+    return write_outputs(out, cfg.to_dict(), report, results)

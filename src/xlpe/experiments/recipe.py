@@ -121,10 +121,15 @@ class RecipeConfig:
         return out, chosen, data, spm
 
     def finish(self, out: Path, report: str, results: dict) -> dict:
-        """Write ``report.md`` and ``results.json`` (every number, the config, the versions, the command)."""
-        with atomic_write(out / "report.md") as f:
-            f.write(report)
-        with atomic_write(out / "results.json") as f:
-            json.dump({"config": self.to_dict(), "results": results, "versions": versions(),
-                       "command": " ".join(["xlpe"] + sys.argv[1:])}, f, indent=2, default=str)
-        return {"report": report, "results": results}
+        """Write ``report.md`` and ``results.json`` (:func:`write_outputs`)."""
+        return write_outputs(out, self.to_dict(), report, results)
+
+
+def write_outputs(out: Path, config: dict, report: str, results: dict) -> dict:
+    """Write ``report.md`` and ``results.json`` (every number, the config, the versions, the command)."""
+    with atomic_write(out / "report.md") as f:
+        f.write(report)
+    with atomic_write(out / "results.json") as f:
+        json.dump({"config": config, "results": results, "versions": versions(),
+                   "command": " ".join(["xlpe"] + sys.argv[1:])}, f, indent=2, default=str)
+    return {"report": report, "results": results}
