@@ -51,7 +51,7 @@ from xlpe.errors import ConfigError
 from xlpe.evaluate.significance import aer_score, aer_stats
 from xlpe.experiments.cache import digest, file_sig, run_stage
 from xlpe.experiments.recipe import TOML_TABLES, write_outputs
-from xlpe.experiments.stages import align_stage
+from xlpe.experiments.stages import align_stage, read_text
 from xlpe.io.alignments import read_alignments, write_alignments
 from xlpe.io.atomic import atomic_write
 
@@ -262,7 +262,7 @@ class _Run:
         res = run_stage(self.out, f"data-{pair}", params, fn)
         p = res["paths"]
         lengths = [(len(a.split(" ")), len(b.split(" "))) for a, b in
-                   zip(_read(p["gold.src"]), _read(p["gold.tgt"]))]
+                   zip(read_text(p["gold.src"]), read_text(p["gold.tgt"]))]
         self.gold[pair] = list(read_alignments(p["gold.talp"], 0, lengths=lengths))
         self.data[pair] = res
         if pair == d.dev_pair and d.dev_lines >= res["gold"]:
@@ -272,7 +272,7 @@ class _Run:
 
     def dev_part(self, pair: str) -> tuple[list[str], list[str], list]:
         p, n = self.data[pair]["paths"], self.cfg.data.dev_lines
-        return _read(p["gold.src"])[:n], _read(p["gold.tgt"])[:n], self.gold[pair][:n]
+        return read_text(p["gold.src"])[:n], read_text(p["gold.tgt"])[:n], self.gold[pair][:n]
 
     def test_slice(self, pair: str) -> slice:
         return slice(self.cfg.data.dev_lines if pair == self.cfg.data.dev_pair else 0, None)
@@ -395,7 +395,7 @@ class _Run:
         p = self.data[pair]["paths"]
         key = digest({**make.key, "text": file_sig(p["gold.src"], p["gold.tgt"])})    # new text, new links
         if path.is_file() and key_path.is_file() and key_path.read_text() == key:
-            src, tgt = _read(p["gold.src"]), _read(p["gold.tgt"])
+            src, tgt = read_text(p["gold.src"]), read_text(p["gold.tgt"])
             return list(read_alignments(path, 0, lengths=[(len(a.split(" ")), len(b.split(" ")))
                                                           for a, b in zip(src, tgt)]))
         als = make()
@@ -416,11 +416,6 @@ class _Make:
         return self.fn()
 
 
-def _read(path: str) -> list[str]:
-    from xlpe.io.text import read_lines
-    return [t for _, t in read_lines(path)]
-
-
 def _weights(model_dir: str) -> list[str]:
     d = Path(model_dir)
     files = sorted(str(p) for p in d.glob("*.safetensors")) + sorted(str(p) for p in d.glob("*.bin"))
@@ -435,7 +430,7 @@ def _extraction(ext) -> dict:
 def _extract(model_dir: str, pair_paths: dict, *, trained: bool, batch_size: int, **kw):
     from xlpe.align.crossalign import CrossAligner
     al = CrossAligner.from_pretrained(model_dir) if trained else CrossAligner.load(model_dir)
-    src, tgt = _read(pair_paths["gold.src"]), _read(pair_paths["gold.tgt"])
+    src, tgt = read_text(pair_paths["gold.src"]), read_text(pair_paths["gold.tgt"])
     return al.align([s.split(" ") for s in src], [t.split(" ") for t in tgt], batch_size=batch_size, **kw)
 
 
@@ -469,8 +464,8 @@ def run_experiment(cfg: CrossAlignRecipeConfig, out: str | os.PathLike, only: li
         eff = align_stage(out / f"eflomal-{pair}", {"corpus": (pp["corpus.src"], pp["corpus.tgt"]),
                                                     "gold": (pp["gold.src"], pp["gold.tgt"])},
                           lowercase=True, sym=e.eflomal_sym)
-        sent = _read(pp["gold.src"])
-        lengths = [(len(a.split(" ")), len(b.split(" "))) for a, b in zip(sent, _read(pp["gold.tgt"]))]
+        sent = read_text(pp["gold.src"])
+        lengths = [(len(a.split(" ")), len(b.split(" "))) for a, b in zip(sent, read_text(pp["gold.tgt"]))]
         systems[pair]["eflomal"] = [list(read_alignments(eff["paths"]["gold"], 0, lengths=lengths))]
         v = vocab[pair]
         la, ls, ts = ch["untrained_argmax_layer"], ch["untrained_softmax_layer"], ch["untrained_softmax_threshold"]
@@ -505,7 +500,7 @@ def run_experiment(cfg: CrossAlignRecipeConfig, out: str | os.PathLike, only: li
                 from xlpe.runtime import seed_all
                 seed_all(seed)
                 al = CrossAligner.from_encoder(v, **run.model_options())
-                src, tgt = _read(pp["gold.src"]), _read(pp["gold.tgt"])
+                src, tgt = read_text(pp["gold.src"]), read_text(pp["gold.tgt"])
                 return al.align([s.split(" ") for s in src], [t.split(" ") for t in tgt], batch_size=e.batch_size,
                                 **_extraction(ch["ssa_extraction"]))
             systems[pair]["no-training"] = [run.links(pair, "no-training", _Make(
