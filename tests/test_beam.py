@@ -6,6 +6,7 @@ import torch.nn.functional as F
 
 from xlpe.errors import ConfigError
 from xlpe.infer import beam_search, force_decode, greedy, length_penalty
+from xlpe.infer.translate import decoding_model
 from xlpe.nn.transformer import TransformerConfig, build_model
 
 
@@ -170,3 +171,26 @@ def test_overfit_tiny_model_then_decode_exactly():
     assert [h.tokens for h in greedy(m, src)] == tgt_s
     assert [h.tokens for h in beam_search(m, src, beam=4, lenpen=0.6)] == tgt_s
     assert [h.tokens for h in beam_search(m, src, beam=3, lenpen=1.0, lenpen_style="gnmt")] == tgt_s
+    # bf16 decoding (weights cast once, log-probabilities summed in float) gives the same hypotheses
+    mb = decoding_model(m, "bfloat16")
+    assert next(m.parameters()).dtype == torch.float32 and next(mb.parameters()).dtype == torch.bfloat16
+    assert [h.tokens for h in greedy(mb, src)] == tgt_s
+    assert [h.tokens for h in beam_search(mb, src, beam=4, lenpen=0.6)] == tgt_s
+    assert decoding_model(mb, "bfloat16") is mb
+
+
+def test_decoding_dtype_is_checked():
+    m = random_model()
+    with pytest.raises(ConfigError, match="unknown decoding dtype 'int8'"):
+        decoding_model(m, "int8")
+    with pytest.raises(ConfigError, match="float16 needs a GPU"):
+        decoding_model(m, "float16")
+
+
+def test_beam_outputs_are_plain_tensors():
+    """Decoding runs under inference mode; what it returns must still be usable with autograd and in place."""
+    m = random_model(seed=3)
+    src = pad_batch(random_sentences(2, 2, 5, seed=3))
+    for h in beam_search(m, src, beam=3, return_attn_layer=-1) + greedy(m, src, return_attn_layer=-1):
+        assert not h.attn.is_inference()
+        h.attn.mul_(2)

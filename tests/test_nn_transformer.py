@@ -162,6 +162,41 @@ def test_incremental_decoding_equals_full_recompute(pre_norm):
     assert torch.allclose(torch.cat((a[[2, 0, 1]], b), 1), full[[2, 0, 1]], atol=1e-5)
 
 
+@pytest.mark.parametrize("pre_norm", [False, True])
+def test_beams_sharing_one_memory_row_equal_repeated_memory(pre_norm):
+    """Beam search keeps one memory row per sentence for its K decoder rows: logits, attention and cached steps
+    equal those of the memory repeated K times; reordering the cache keeps the two in step."""
+    torch.manual_seed(0)
+    m = build_model(tiny(pe=["ape", "rpe"], pre_norm=pre_norm)).eval()
+    src, _ = toy_batch()
+    K = 3
+    enc = m.encode(src)
+    rep = enc.index_select(torch.arange(3).repeat_interleave(K))
+    tgt = torch.randint(4, 16, (3 * K, 4))
+    with torch.no_grad():
+        full, full_attn = m.decode(tgt, rep, need_attn_layer=-1)
+        shared, shared_attn = m.decode(tgt, enc, need_attn_layer=-1)
+        assert torch.allclose(shared, full, atol=1e-5) and torch.allclose(shared_attn, full_attn, atol=1e-6)
+        c_rep, c_sh = DecoderCache(), DecoderCache()
+        m.decode(tgt[:, :2], rep, cache=c_rep)
+        m.decode(tgt[:, :2], enc, cache=c_sh)
+        assert c_sh.layers[0]["cross"]["k"].shape[0] == 3 and c_rep.layers[0]["cross"]["k"].shape[0] == 9
+        perm = torch.tensor([2, 0, 1, 5, 5, 4, 6, 8, 7])    # beams re-ranked within their sentences
+        c_rep.reorder(perm)
+        c_sh.reorder_self(perm)
+        a = m.decode(tgt[perm, 2:3], rep, cache=c_rep)
+        b = m.decode(tgt[perm, 2:3], enc, cache=c_sh)
+        assert torch.allclose(a, b, atol=1e-5)
+        keep = torch.tensor([0, 1, 2, 6, 7, 8])              # sentence 1 is done and leaves
+        c_rep.reorder(keep)
+        c_sh.reorder(keep, cross_index=torch.tensor([0, 2]))
+        a = m.decode(tgt[keep, 3:4], rep.index_select(keep), cache=c_rep)
+        b = m.decode(tgt[keep, 3:4], enc.index_select(torch.tensor([0, 2])), cache=c_sh)
+        assert torch.allclose(a, b, atol=1e-5)
+    with pytest.raises(ConfigError, match="cannot share"):
+        m.decode(tgt[:7], enc)
+
+
 def test_attention_output_shape_and_layer_check():
     m = build_model(tiny()).eval()
     src, tgt_in = toy_batch()

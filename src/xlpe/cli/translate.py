@@ -47,6 +47,9 @@ def add_cli_arguments(p: argparse.ArgumentParser) -> None:
                         "(see xlpe.sources)")
     p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto")
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch's default)")
+    p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"),
+                   help="weight type while decoding: bfloat16 is about twice as fast on CPUs with bf16 "
+                        "instructions (float16: GPU only)")
     p.add_argument("--progress", action="store_true", help="show a progress bar on stderr")
     p.add_argument("--skip-long", action="store_true",
                    help="write an empty line for a line longer than the model's limit (counted in a warning) "
@@ -66,6 +69,6 @@ def cli_main(args: argparse.Namespace) -> int:
                        orders=args.orders, orders_level=args.orders_level, preorderer=args.preorderer,
                        trees=args.trees,
                        preorder_processes=args.preorder_processes, channels=channels, device=args.device,
-                       progress=args.progress, skip_long=args.skip_long)
+                       progress=args.progress, skip_long=args.skip_long, dtype=args.dtype)
     log.info("translated %d lines", n)
     return 0

@@ -32,7 +32,9 @@ With either rule ``beam=1`` is exactly greedy search.
 Cost: each step ranks the ``K·C`` candidates made of every live beam's ``C`` best tokens (``C = 2K`` or ``K``;
 the ``C`` best extensions of a sentence are always among them) instead of all ``K·V``; a sentence that is done
 leaves the live batch (its decoder rows and cached keys/values are dropped), so later steps cost nothing for it;
-and the cross-attention cache is never reordered between the beams of a sentence, whose memories are identical.
+the beams of a sentence share one memory row (its cross-attention keys and values are projected, stored and read
+once, as one block of K queries, and never reordered when beams are re-ranked); decoding runs under
+``torch.inference_mode``.
 
 Verified in ``tests/test_beam.py``: ``beam=1`` equals greedy for every ``lenpen`` and both rules; the fairseq
 rule equals a plain re-implementation of it; a batch equals
@@ -79,11 +81,13 @@ class Hypothesis:
 
 
 @contextlib.contextmanager
-def _eval_mode(model: torch.nn.Module) -> Iterator[None]:
+def _eval_mode(model: torch.nn.Module, inference: bool = False) -> Iterator[None]:
+    """Eval mode without autograd; ``inference=True`` uses ``torch.inference_mode`` (less bookkeeping per op;
+    its tensors must not leave the decoder: callers return lists and clones)."""
     was_training = model.training
     model.eval()
     try:
-        with torch.no_grad():
+        with torch.inference_mode() if inference else torch.no_grad():
             yield
     finally:
         model.train(was_training)
@@ -103,30 +107,33 @@ def _max_lengths(enc: EncoderOut, a: float, b: float, cap: int) -> Tensor:
     return torch.floor(a * src_len + b).clamp(0, cap).long()
 
 
-def _next_logprobs(model: Transformer, tokens: Tensor, enc: EncoderOut, cache: DecoderCache, layer: int | None,
-                   step: int, max_len: Tensor) -> tuple[Tensor, Tensor | None]:
-    """Log-probabilities ``(N, V)`` of the next token after ``tokens (N, 1)``; PAD/BOS blocked, EOS forced at
-    ``step >= max_len``; plus the head-averaged attention ``(N, S)`` of decoder layer ``layer`` if asked."""
+def _next_candidates(model: Transformer, tokens: Tensor, enc: EncoderOut, cache: DecoderCache, layer: int | None,
+                     step: int, max_len: Tensor, k: int) -> tuple[Tensor, Tensor, Tensor | None]:
+    """The ``k`` most probable next tokens after ``tokens (N, 1)`` and their log-probabilities (normalised over
+    the whole vocabulary), best first: ``(logprobs (N, k), ids (N, k))``; PAD/BOS never, EOS alone at
+    ``step >= max_len`` (the rest -inf); plus the head-averaged attention ``(N, S)`` of decoder layer ``layer``
+    if asked."""
     cfg = model.cfg
     out = model.decode(tokens, enc, need_attn_layer=layer, cache=cache)
     logits, attn = out if layer is not None else (out, None)
     lp = torch.log_softmax(logits[:, -1].float(), dim=-1)
-    lp[:, cfg.pad_id] = NEG_INF
-    if cfg.bos_id != cfg.eos_id:
-        lp[:, cfg.bos_id] = NEG_INF
     force = step >= max_len
     if bool(force.any()):
         eos = lp[:, cfg.eos_id].clone()
         lp[force] = NEG_INF
         lp[force, cfg.eos_id] = eos[force]
-    return lp, None if attn is None else attn.mean(1)[:, -1].float()
+    lp[:, cfg.pad_id] = NEG_INF
+    if cfg.bos_id != cfg.eos_id:
+        lp[:, cfg.bos_id] = NEG_INF
+    top, ids = lp.topk(k, dim=-1)
+    return top, ids, None if attn is None else attn.mean(1)[:, -1].float()
 
 
 def greedy(model: Transformer, src: Tensor, channels: dict[str, Tensor] | None = None, max_len_a: float = 1.2,
            max_len_b: float = 10, return_attn_layer: int | None = None) -> list[Hypothesis]:
     """Greedy decoding of a right-padded source batch ``(B, S)``; one :class:`Hypothesis` per sentence."""
     cfg = model.cfg
-    with _eval_mode(model):
+    with _eval_mode(model, inference=True):
         enc = model.encode(src, channels)
         B, S = src.shape
         max_len = _max_lengths(enc, max_len_a, max_len_b, cfg.max_len)
@@ -138,8 +145,8 @@ def greedy(model: Transformer, src: Tensor, channels: dict[str, Tensor] | None =
         last = torch.full((B, 1), cfg.bos_id, dtype=torch.long, device=src.device)
         cache = DecoderCache()
         for t in range(steps):
-            lp, a = _next_logprobs(model, last, enc, cache, return_attn_layer, t, max_len)
-            best, nxt = lp.max(-1)
+            best, nxt, a = _next_candidates(model, last, enc, cache, return_attn_layer, t, max_len, 1)
+            best, nxt = best[:, 0], nxt[:, 0]
             nxt = nxt.masked_fill(done, cfg.pad_id)
             logprob += best.double().masked_fill(done, 0.0)
             out[:, t] = nxt
@@ -154,7 +161,7 @@ def greedy(model: Transformer, src: Tensor, channels: dict[str, Tensor] | None =
         n = int(out[i].eq(cfg.eos_id).nonzero()[0])
         s = int((~enc.src_pad_mask[i]).sum())
         hyps.append(Hypothesis(out[i, :n].tolist(), float(logprob[i]), float(logprob[i]),
-                               None if attn is None else attn[i, :n + 1, :s].cpu()))
+                               None if attn is None else attn[i, :n + 1, :s].to("cpu", copy=True)))
     return hyps
 
 
@@ -176,14 +183,13 @@ def beam_search(model: Transformer, src: Tensor, channels: dict[str, Tensor] | N
     keep_k = stop == "fairseq"                    # fairseq: K live hypotheses at every step
     C = 2 * K if keep_k else K                    # candidates ranked per sentence
     kk = min(C, cfg.tgt_vocab)                    # candidates taken from each beam
-    with _eval_mode(model):
-        enc = model.encode(src, channels)
+    with _eval_mode(model, inference=True):
+        enc = model.encode(src, channels)   # one memory row per sentence, shared by its K beams (decoder rows)
         B, S = src.shape
         dev = src.device
         src_len = (~enc.src_pad_mask).sum(1)
         max_len = _max_lengths(enc, max_len_a, max_len_b, cfg.max_len)
         steps = int(max_len.max()) + 1
-        enc = enc.index_select(torch.arange(B, device=dev).repeat_interleave(K))
         want_attn = return_attn_layer is not None
         rank = torch.arange(K, device=dev)[None, :]
 
@@ -210,12 +216,11 @@ def beam_search(model: Transformer, src: Tensor, channels: dict[str, Tensor] | N
 
         for t in range(steps):
             n = active.numel()
-            lp, a = _next_logprobs(model, tokens[:, t:t + 1], enc, cache, return_attn_layer, t,
-                                   max_len_act.repeat_interleave(K))
+            # the C best extensions of a sentence are among the C best of each of its beams
+            lp_k, tok_k, a = _next_candidates(model, tokens[:, t:t + 1], enc, cache, return_attn_layer, t,
+                                              max_len_act.repeat_interleave(K), kk)   # (n*K, kk)
             if want_attn:
                 attn[:, t] = a
-            # the C best extensions of a sentence are among the C best of each of its beams
-            lp_k, tok_k = lp.topk(kk, dim=-1)                                   # (n*K, kk)
             cand = (scores[:, :, None] + lp_k.view(n, K, kk).double()).view(n, K * kk)
             top_s, top_j = cand.topk(min(C, K * kk), dim=1)                     # (n, C), best first
             beam_i = top_j // kk
@@ -255,7 +260,7 @@ def beam_search(model: Transformer, src: Tensor, channels: dict[str, Tensor] | N
             rows = (base + beam_i.gather(1, j)).view(-1)
             tokens = tokens.index_select(0, rows)
             tokens[:, t + 1] = tok_i.gather(1, j).view(-1)
-            cache.reorder(rows, cross=False)      # rows stay within their sentence: its memory is the same
+            cache.reorder_self(rows)              # rows stay within their sentence: its memory row is the same
             if want_attn:
                 attn = attn.index_select(0, rows)
 
@@ -270,8 +275,8 @@ def beam_search(model: Transformer, src: Tensor, channels: dict[str, Tensor] | N
                 keep_rows = (stay[:, None] * K + rank).view(-1)
                 active, scores, n_alive, max_len_act = active[stay], scores[stay], n_alive[stay], max_len_act[stay]
                 tokens = tokens.index_select(0, keep_rows)
-                enc = enc.index_select(keep_rows)
-                cache.reorder(keep_rows)
+                enc = enc.index_select(stay)
+                cache.reorder(keep_rows, cross_index=stay)
                 if want_attn:
                     attn = attn.index_select(0, keep_rows)
 
@@ -282,7 +287,7 @@ def beam_search(model: Transformer, src: Tensor, channels: dict[str, Tensor] | N
         n = int(fin_len[i, j])
         s = int(src_len[i])
         hyps.append(Hypothesis(fin_tokens[i, j, 1:n + 1].tolist(), float(fin_score[i, j]), float(fin_logprob[i, j]),
-                               None if fin_attn is None else fin_attn[i, j, :n + 1, :s].cpu()))
+                               None if fin_attn is None else fin_attn[i, j, :n + 1, :s].to("cpu", copy=True)))
     return hyps
 
 

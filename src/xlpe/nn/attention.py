@@ -125,7 +125,9 @@ class MultiheadAttention(nn.Module):
 
         Args:
             x: queries ``(B, Tq, d)`` (and keys/values in self-attention).
-            memory: keys/values ``(B, S, d)`` for cross-attention.
+            memory: keys/values ``(B_m, S, d)`` for cross-attention; ``B_m`` may divide ``B``: memory row ``b``
+                then serves query rows ``b*g .. b*g+g-1`` (``g = B / B_m``; beam search keeps one memory per
+                sentence for its beams, so keys and values are projected, stored and read once).
             key_pad_mask: ``(B, Tk)``, True = pad key (never attended).
             causal: query ``i`` sees keys ``<= i`` (counting cached keys first).
             rel: relative terms (self-attention without cache only).
@@ -139,7 +141,14 @@ class MultiheadAttention(nn.Module):
             ``(out (B, Tq, d), weights or None)``.
         """
         B, Tq, _ = x.shape
-        offset = 0
+        offset, group = 0, 1
+        if memory is not None and memory.shape[0] != B:
+            # each memory row serves `group` consecutive query rows (beam search: the beams of one sentence): they
+            # become one row of group*Tq queries, so memory, keys and values are stored and projected once
+            group = B // memory.shape[0]
+            if group * memory.shape[0] != B:
+                raise ConfigError(f"cross-attention: {B} query rows cannot share {memory.shape[0]} memory rows")
+            x = x.reshape(memory.shape[0], group * Tq, -1)
         if memory is None:
             q, k, v = (self._project(lin, x, head_inputs) for lin in (self.q_proj, self.k_proj, self.v_proj))
             if cache is not None:
@@ -155,7 +164,7 @@ class MultiheadAttention(nn.Module):
                 k, v = (self._project(lin, memory, head_inputs) for lin in (self.k_proj, self.v_proj))
                 if cache is not None:
                     cache["k"], cache["v"] = k, v
-        Tk = k.shape[2]
+        Tk, Tq_rows = k.shape[2], q.shape[2]
 
         # Boolean mask, True = may attend; None = everything. SDPA's own is_causal only when nothing else is masked.
         mask, sdpa_causal = None, False
@@ -171,7 +180,7 @@ class MultiheadAttention(nn.Module):
         p = self.dropout if self.training else 0.0
 
         # SDPA, except for one query row at inference (a decoding step) unless SDPA_FOR_ONE_QUERY is set
-        if not rel and not need_weights and (Tq > 1 or self.training or SDPA_FOR_ONE_QUERY):
+        if not rel and not need_weights and (Tq_rows > 1 or self.training or SDPA_FOR_ONE_QUERY):
             out, weights = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p,
                                                           is_causal=sdpa_causal), None
         else:
@@ -193,6 +202,8 @@ class MultiheadAttention(nn.Module):
             if not need_weights:
                 weights = None
         out = out.transpose(1, 2).reshape(B, Tq, self.n_heads * self.d_k)
+        if weights is not None and group > 1:   # (B/group, H, group*Tq, S) -> (B, H, Tq, S)
+            weights = weights.unflatten(2, (group, Tq)).transpose(1, 2).reshape(B, self.n_heads, Tq, -1)
         return self.out_proj(out), weights
 
 

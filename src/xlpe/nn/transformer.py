@@ -53,16 +53,24 @@ class DecoderCache:
     length: int = 0
     layers: list[dict[str, dict[str, Tensor]]] = field(default_factory=list)
 
-    def reorder(self, index: Tensor, cross: bool = True) -> None:
-        """Keep batch rows ``index`` (beam search: the surviving hypotheses), in place. ``cross=False`` leaves
-        the cross-attention keys/values alone: right when ``index`` only permutes rows that share one source
-        sentence (the beams of a sentence), whose memories are identical."""
+    def reorder(self, index: Tensor, cross_index: Tensor | None = None) -> None:
+        """Keep batch rows ``index``, in place: of the self-attention keys/values (one row per decoder row) and,
+        by ``cross_index`` (default ``index``), of the cross-attention ones (one row per memory row; beam search
+        keeps one memory row per sentence, so its beams share it)."""
+        self.reorder_self(index)
+        cross_index = index if cross_index is None else cross_index
         for layer in self.layers:
-            for which, kv in layer.items():
-                if which == "cross" and not cross:
-                    continue
-                for name in kv:
-                    kv[name] = kv[name].index_select(0, index)
+            kv = layer.get("cross", {})
+            for name in kv:
+                kv[name] = kv[name].index_select(0, cross_index)
+
+    def reorder_self(self, index: Tensor) -> None:
+        """Keep rows ``index`` of the self-attention keys/values only (beams re-ranked within their sentences,
+        whose memory rows stay as they are)."""
+        for layer in self.layers:
+            kv = layer.get("self", {})
+            for name in kv:
+                kv[name] = kv[name].index_select(0, index)
 
 
 def _embedding(vocab: int, d: int, pad_id: int) -> nn.Embedding:
