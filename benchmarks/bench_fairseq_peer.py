@@ -4,6 +4,9 @@
         --fairseq-venv ../fairseq-venv --threads 2 --updates 60 --warmup-updates 10 --rounds 2
     # decoding speed of trained checkpoints (by default the newest time mark of multi30k_budget.py runs in --work)
     python benchmarks/bench_fairseq_peer.py --only decode [--xlpe-checkpoint X.pt --fairseq-checkpoint Y.pt]
+    # ... and xlpe's decoding before a change, in the same rounds (a worktree of the older commit)
+    git worktree add ../xlpe-before HEAD~1
+    python benchmarks/bench_fairseq_peer.py --only decode --decode-rounds 3 --before-src ../xlpe-before/src
 
 The fairseq peer lives in its own venv beside the same torch (these commands worked on this machine, with
 PyPI reachable, Python 3.11, torch 2.13.0+cpu from the local wheel directory so that pip never pulls a CUDA
@@ -43,7 +46,8 @@ so that they share the machine's noise; medians over rounds are reported):
 * **Decoding** (``--only decode`` or the default ``all``): test_2016_flickr En->De, sentences/s for beam 5 and
   greedy (fairseq: beam 1), batch 64, lenpen 1.0, each tool's own length limit, of trained checkpoints (not
   necessarily of the same age; the JSON names them): xlpe decode-only time (model loaded first, then
-  ``translate_lines`` timed) and end-to-end wall; fairseq ``fairseq-generate``'s own "Translated ... in Xs"
+  ``translate_lines`` timed) and end-to-end wall, also with the fairseq stopping rule (``beam_stop``) and with
+  bf16 weights (``dtype``); fairseq ``fairseq-generate``'s own "Translated ... in Xs"
   (generation only) and end-to-end wall; xlpe batched beam against ``batch_size=1`` beam. BLEU of every output
   is included as a sanity check.
 
@@ -199,13 +203,18 @@ def train_once(system: str, a, data: Path, prep: Path, run_dir: Path) -> dict:
 # ======================================================================================================
 
 def xlpe_decode_timed(ckpt: Path, src: Path, hyp: Path, *, beam: int, greedy: bool, batch_size: int,
-                      lenpen: float, threads: int) -> dict:
-    """Run this file's ``_xlpe_decode`` mode in a fresh process: decode-only and end-to-end times."""
+                      lenpen: float, threads: int, dtype: str = "float32", beam_stop: str = "exhaust",
+                      xlpe_src: Path | None = None) -> dict:
+    """Run this file's ``_xlpe_decode`` mode in a fresh process: decode-only and end-to-end times. ``xlpe_src``:
+    import xlpe from that source tree instead (an older checkout, for a before/after comparison in one run)."""
     cmd = [sys.executable, __file__, "_xlpe_decode", "--checkpoint", ckpt, "--input", src, "--output", hyp,
-           "--beam", beam, "--batch-size", batch_size, "--lenpen", lenpen, "--threads", threads]
+           "--beam", beam, "--batch-size", batch_size, "--lenpen", lenpen, "--threads", threads,
+           "--beam-stop", beam_stop]
     if greedy:
         cmd.append("--greedy")
-    r = mb.run(cmd)
+    if dtype != "float32":
+        cmd += ["--dtype", dtype]
+    r = mb.run(cmd, env=None if xlpe_src is None else {"PYTHONPATH": str(xlpe_src)})
     own = json.loads(r["output"].strip().splitlines()[-1])
     return {**own, "end_to_end_wall_s": r["wall_s"], "peak_rss_mb": r["peak_rss_mb"]}
 
@@ -219,9 +228,14 @@ def _xlpe_decode_main(argv: list[str]) -> None:
     ap.add_argument("--lenpen", type=float, default=1.0)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--greedy", action="store_true")
+    ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--beam-stop", default="exhaust")
     a = ap.parse_args(argv)
     import torch
     torch.set_num_threads(a.threads)
+    kw = {} if a.dtype == "float32" else {"dtype": a.dtype}        # older checkouts have no dtype option
+    if a.beam_stop != "exhaust":
+        kw["beam_stop"] = a.beam_stop
     from xlpe.infer.translate import translate_lines
     from xlpe.nn.checkpoint import load_model
     t = time.perf_counter()
@@ -230,7 +244,7 @@ def _xlpe_decode_main(argv: list[str]) -> None:
     lines = mb.read_lines(Path(a.input))
     t = time.perf_counter()
     hyps = translate_lines(model, subwords, lines, beam=a.beam, lenpen=a.lenpen, batch_size=a.batch_size,
-                           greedy=a.greedy, device="cpu")
+                           greedy=a.greedy, device="cpu", **kw)
     dec = time.perf_counter() - t
     Path(a.output).write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
     print(json.dumps({"sentences": len(lines), "load_s": round(load, 2), "decode_s": round(dec, 2),
@@ -243,7 +257,7 @@ def newest_mark(run_dir: Path) -> Path | None:
 
 
 def decode_bench(a, data: Path, prep: Path, work: Path) -> dict:
-    xck = a.xlpe_checkpoint or newest_mark(work / "budget" / f"xlpe-ape-none-t{a.threads}")
+    xck = a.xlpe_checkpoint or newest_mark(work / "budget" / f"xlpe-ape-none-t{a.threads}-fairseqinit")
     fck = a.fairseq_checkpoint or newest_mark(work / "budget" / f"fairseq-t{a.threads}-w{a.fairseq_num_workers}")
     test = "test_2016_flickr"
     src, ref = data / f"{test}.{mb.SRC}", data / f"{test}.{mb.TGT}"
@@ -280,6 +294,14 @@ def decode_bench(a, data: Path, prep: Path, work: Path) -> dict:
             jobs.append((f"xlpe_{kind}", dict(beam=beam, greedy=beam == 1, batch_size=a.decode_batch_size)))
         if fck:
             jobs.append((f"fairseq_{kind}", dict(beam=beam, batch_size=a.decode_batch_size)))
+    if xck:
+        bs = a.decode_batch_size
+        jobs.append(("xlpe_beam5_fairseqstop", dict(beam=5, greedy=False, batch_size=bs, beam_stop="fairseq")))
+        jobs.append(("xlpe_beam5_bf16", dict(beam=5, greedy=False, batch_size=bs, dtype="bfloat16")))
+        jobs.append(("xlpe_greedy_bf16", dict(beam=1, greedy=True, batch_size=bs, dtype="bfloat16")))
+        if a.before_src:
+            jobs.append(("xlpe_before_beam5", dict(beam=5, greedy=False, batch_size=bs, xlpe_src=a.before_src)))
+            jobs.append(("xlpe_before_greedy", dict(beam=1, greedy=True, batch_size=bs, xlpe_src=a.before_src)))
     if xck and not a.no_single:
         jobs.append(("xlpe_beam5_batch1", dict(beam=5, greedy=False, batch_size=1)))
     for r in range(a.decode_rounds):
@@ -304,10 +326,17 @@ def decode_bench(a, data: Path, prep: Path, work: Path) -> dict:
     if "xlpe_beam5" in out and "xlpe_beam5_batch1" in out:
         out["xlpe_batched_over_single_beam"] = round(out["xlpe_beam5"]["sentences_per_s_median"]
                                                      / out["xlpe_beam5_batch1"]["sentences_per_s_median"], 2)
-    for k in ("beam5", "greedy"):
-        if f"xlpe_{k}" in out and f"fairseq_{k}" in out:
-            out[f"xlpe_over_fairseq_{k}"] = round(out[f"xlpe_{k}"]["sentences_per_s_median"]
-                                                  / out[f"fairseq_{k}"]["sentences_per_s_median"], 2)
+
+    def sps(name: str) -> float | None:
+        return out[name]["sentences_per_s_median"] if name in out else None
+
+    for k in ("beam5", "greedy"):                # speed ratios of the runs above (same rounds, same machine)
+        for ratio, (num, den) in {f"xlpe_over_fairseq_{k}": (f"xlpe_{k}", f"fairseq_{k}"),
+                                  f"xlpe_bf16_over_fairseq_{k}": (f"xlpe_{k}_bf16", f"fairseq_{k}"),
+                                  f"xlpe_bf16_over_fp32_{k}": (f"xlpe_{k}_bf16", f"xlpe_{k}"),
+                                  f"xlpe_{k}_over_before": (f"xlpe_{k}", f"xlpe_before_{k}")}.items():
+            if sps(num) and sps(den):
+                out[ratio] = round(sps(num) / sps(den), 2)
     return out
 
 
@@ -339,6 +368,9 @@ def main() -> None:
     ap.add_argument("--decode-limit", type=int, default=0, help="decode only the first N test sentences (quick check)")
     ap.add_argument("--lenpen", type=float, default=1.0)
     ap.add_argument("--no-single", action="store_true", help="skip xlpe beam with batch_size=1")
+    ap.add_argument("--before-src", type=Path, default=None,
+                    help="an older xlpe source tree (e.g. a `git worktree` of the commit before a change, its src/): "
+                         "its decoding is timed in the same rounds, as xlpe_before_*")
     a = ap.parse_args()
     if a.warmup_updates % 10 or a.updates % 10 or a.bf16_updates % 10:
         ap.error("--warmup-updates, --updates and --bf16-updates must be multiples of 10 (the log interval)")

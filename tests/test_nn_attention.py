@@ -44,6 +44,37 @@ def test_self_cross_and_causal_against_reference():
     assert w.shape == (2, 4, 5, 7) and torch.all(w[0, :, :, 5:] == 0)
 
 
+def test_bf16_on_cpu_takes_the_explicit_product_with_a_float_softmax(monkeypatch):
+    """bf16 (autocast in training, bf16 weights in decoding) bypasses SDPA on CPU; results stay those of fp32
+    within bf16 rounding, with padding and causal masks, and gradients flow."""
+    import torch.nn.functional as F
+    calls = []
+    monkeypatch.setattr(F, "scaled_dot_product_attention",
+                        lambda *a, _f=F.scaled_dot_product_attention, **k: calls.append(1) or _f(*a, **k))
+    torch.manual_seed(2)
+    mha = MultiheadAttention(32, 4)
+    x, mem = torch.randn(3, 6, 32), torch.randn(3, 9, 32)
+    pad = torch.zeros(3, 9, dtype=torch.bool)
+    pad[1, 4:] = True
+    for training in (True, False):
+        mha.train(training)
+        ref_self, ref_cross = mha(x, causal=True)[0], mha(x, mem, key_pad_mask=pad)[0]
+        assert calls                                      # fp32 uses SDPA
+        calls.clear()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out_self, out_cross = mha(x, causal=True)[0], mha(x, mem, key_pad_mask=pad)[0]
+        assert not calls and out_self.dtype == torch.bfloat16
+        assert torch.allclose(out_self.float(), ref_self, atol=0.05) and torch.allclose(out_cross.float(), ref_cross,
+                                                                                       atol=0.05)
+        if training:
+            out_cross.float().sum().backward()
+            assert mha.q_proj.weight.grad is not None and torch.isfinite(mha.q_proj.weight.grad).all()
+    mb = MultiheadAttention(32, 4).to(torch.bfloat16).eval()
+    mb.load_state_dict({k: v.to(torch.bfloat16) for k, v in mha.state_dict().items()})
+    out = mb(x.bfloat16(), mem.bfloat16(), key_pad_mask=pad)[0]
+    assert not calls and torch.allclose(out.float(), mha.eval()(x, mem, key_pad_mask=pad)[0], atol=0.05)
+
+
 def test_cache_equals_full_causal():
     torch.manual_seed(1)
     mha = MultiheadAttention(8, 2).eval()

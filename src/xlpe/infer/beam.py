@@ -33,7 +33,8 @@ Cost: each step ranks the ``K·C`` candidates made of every live beam's ``C`` be
 the ``C`` best extensions of a sentence are always among them) instead of all ``K·V``; a sentence that is done
 leaves the live batch (its decoder rows and cached keys/values are dropped), so later steps cost nothing for it;
 the beams of a sentence share one memory row (its cross-attention keys and values are projected, stored and read
-once, as one block of K queries, and never reordered when beams are re-ranked); decoding runs under
+once, as one block of K queries, and never reordered when beams are re-ranked); the first step, where only
+one beam per sentence is live, decodes one row per sentence; decoding runs under
 ``torch.inference_mode``.
 
 Verified in ``tests/test_beam.py``: ``beam=1`` equals greedy for every ``lenpen`` and both rules; the fairseq
@@ -217,8 +218,14 @@ def beam_search(model: Transformer, src: Tensor, channels: dict[str, Tensor] | N
         for t in range(steps):
             n = active.numel()
             # the C best extensions of a sentence are among the C best of each of its beams
-            lp_k, tok_k, a = _next_candidates(model, tokens[:, t:t + 1], enc, cache, return_attn_layer, t,
-                                              max_len_act.repeat_interleave(K), kk)   # (n*K, kk)
+            if t == 0:   # only beam 0 is live: one decoder row per sentence, copied to the K beams' rows
+                lp_k, tok_k, a = _next_candidates(model, tokens[::K, :1], enc, cache, return_attn_layer, t,
+                                                  max_len_act, kk)
+                lp_k, tok_k = lp_k.repeat_interleave(K, 0), tok_k.repeat_interleave(K, 0)
+                a = None if a is None else a.repeat_interleave(K, 0)
+            else:
+                lp_k, tok_k, a = _next_candidates(model, tokens[:, t:t + 1], enc, cache, return_attn_layer, t,
+                                                  max_len_act.repeat_interleave(K), kk)   # (n*K, kk)
             if want_attn:
                 attn[:, t] = a
             cand = (scores[:, :, None] + lp_k.view(n, K, kk).double()).view(n, K * kk)
@@ -260,7 +267,9 @@ def beam_search(model: Transformer, src: Tensor, channels: dict[str, Tensor] | N
             rows = (base + beam_i.gather(1, j)).view(-1)
             tokens = tokens.index_select(0, rows)
             tokens[:, t + 1] = tok_i.gather(1, j).view(-1)
-            cache.reorder_self(rows)              # rows stay within their sentence: its memory row is the same
+            # rows stay within their sentence (its memory row is the same); after step 0 the cache has one row
+            # per sentence, the parent of all its beams
+            cache.reorder_self(rows // K if t == 0 else rows)
             if want_attn:
                 attn = attn.index_select(0, rows)
 

@@ -179,8 +179,12 @@ class MultiheadAttention(nn.Module):
                 mask = tri if mask is None else mask & tri
         p = self.dropout if self.training else 0.0
 
-        # SDPA, except for one query row at inference (a decoding step) unless SDPA_FOR_ONE_QUERY is set
-        if not rel and not need_weights and (Tq_rows > 1 or self.training or SDPA_FOR_ONE_QUERY):
+        # SDPA, except in bf16/fp16 on CPU (bf16 autocast in training, bf16 weights in decoding), where its kernel
+        # is several times slower than the explicit product at these lengths (benchmarks/bench_attention_kernels.py),
+        # and for one query row at inference unless SDPA_FOR_ONE_QUERY is set
+        low_precision = q.dtype != torch.float32
+        if not rel and not need_weights and not (low_precision and q.device.type == "cpu") and (
+                Tq_rows > 1 or self.training or SDPA_FOR_ONE_QUERY):
             out, weights = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p,
                                                           is_causal=sdpa_causal), None
         else:
@@ -193,7 +197,8 @@ class MultiheadAttention(nn.Module):
             scores = scores / math.sqrt(self.d_k)
             if mask is not None:
                 scores = scores.masked_fill(~mask, float("-inf"))
-            weights = scores.softmax(-1)
+            # in bf16/fp16 the softmax runs in float32 (as SDPA's kernels accumulate)
+            weights = scores.float().softmax(-1).to(q.dtype) if low_precision else scores.softmax(-1)
             alpha = F.dropout(weights, p, self.training)
             out = alpha @ v
             rel_v = relative_values(alpha, rel)
