@@ -141,3 +141,24 @@ def test_head_inputs_any_head_subset_in_self_and_cross_attention_with_gradients(
     # the Q weight rows of heads 1 and 3 are reached (through x_alt), and so are those of heads 0 and 2 (x)
     g = mha.q_proj.weight.grad.abs().sum(1).view(4, 4).sum(1)
     assert (g > 0).all()
+
+
+def test_dropout_mask_rate_scale_and_gradient():
+    """xlpe's CPU dropout: zero with probability p, survivors scaled by 1/(1-p), the gradient through the same
+    mask; identity in eval mode and at p=0, zeros at p=1; fp32 and bf16."""
+    from xlpe.nn.attention import Dropout, dropout
+    torch.manual_seed(3)
+    for dtype in (torch.float32, torch.bfloat16):
+        x = torch.ones(200, 500, dtype=dtype, requires_grad=True)
+        y = dropout(x, 0.3, True)
+        zero = y.detach().float() == 0
+        assert abs(zero.float().mean().item() - 0.3) < 0.01
+        assert torch.allclose(y.detach().float()[~zero], torch.tensor(1 / 0.7), rtol=1e-2)
+        y.sum().backward()
+        assert torch.equal(x.grad.float() == 0, zero)
+        assert y.dtype == dtype
+    x = torch.randn(4, 5)
+    assert torch.equal(dropout(x, 0.3, False), x) and torch.equal(dropout(x, 0.0, True), x)
+    assert torch.equal(dropout(x, 1.0, True), torch.zeros(4, 5))
+    d = Dropout(0.5)
+    assert torch.equal(d.eval()(x), x) and (d.train()(x) == 0).any()

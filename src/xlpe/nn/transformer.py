@@ -24,7 +24,7 @@ import torch
 from torch import Tensor, nn
 
 from xlpe.errors import ConfigError
-from xlpe.nn.attention import DecoderLayer, EncoderLayer
+from xlpe.nn.attention import DecoderLayer, Dropout, EncoderLayer
 from xlpe.nn.config import PRESETS, TransformerConfig  # noqa: F401  (re-exported: one import for the model and its config)
 from xlpe.nn.positions import EncodingContext, HeadInput, build_encodings, sinusoid
 
@@ -89,7 +89,7 @@ class Encoder(nn.Module):
         super().__init__()
         self.cfg, self.embed = cfg, embed
         self.pe = build_encodings(cfg)
-        self.drop = nn.Dropout(cfg.dropout)
+        self.drop = Dropout(cfg.dropout)
         self.layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.enc_layers))
         self.norm = nn.LayerNorm(cfg.d_model) if cfg.pre_norm and cfg.enc_layers else None
 
@@ -129,7 +129,7 @@ class Decoder(nn.Module):
     def __init__(self, cfg: TransformerConfig, embed: nn.Embedding):
         super().__init__()
         self.cfg, self.embed = cfg, embed
-        self.drop = nn.Dropout(cfg.dropout)
+        self.drop = Dropout(cfg.dropout)
         self.layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.dec_layers))
         self.norm = nn.LayerNorm(cfg.d_model) if cfg.pre_norm else None
         self.out = None if cfg.tie_output else nn.Linear(cfg.d_model, cfg.tgt_vocab, bias=False)

@@ -20,7 +20,7 @@ import torch
 from torch import Tensor, nn
 
 from xlpe.errors import ConfigError
-from xlpe.nn.attention import EncoderLayer
+from xlpe.nn.attention import Dropout, EncoderLayer
 from xlpe.nn.positions.base import EncodingContext, PositionEncoding
 from xlpe.nn.positions.sinusoid import sinusoid
 
@@ -41,7 +41,7 @@ class DynamicPositionEncoding(PositionEncoding):
     def __init__(self, cfg):
         super().__init__(cfg)
         self.layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(int(self.option("dpe_layers"))))
-        self.drop = nn.Dropout(cfg.dropout)
+        self.drop = Dropout(cfg.dropout)
         self.norm = nn.LayerNorm(cfg.d_model) if cfg.pre_norm else None
 
     @classmethod

@@ -56,6 +56,7 @@ import torch
 from torch import Tensor, nn
 
 from xlpe.errors import ConfigError
+from xlpe.nn.attention import Dropout
 from xlpe.nn.positions.base import EncodingContext, HeadInput, PositionEncoding
 from xlpe.nn.positions.sinusoid import sinusoid
 
@@ -160,7 +161,7 @@ class HeadXLPositionEncoding(PositionEncoding):
         self.tau = resolve_tau(cfg, {k: self.option(k) for k in ("tau", "tau_ratio")})
         self.all_layers = self.option("layers") == "all"
         self.register_buffer("heads", torch.arange(cfg.n_heads) < self.tau, persistent=False)
-        self.drop = nn.Dropout(cfg.dropout)
+        self.drop = Dropout(cfg.dropout)
 
     @classmethod
     def check(cls, cfg) -> None:
