@@ -71,6 +71,8 @@ import multi30k_budget as mb  # noqa: E402
 
 D, F, H, L_ENC, L_DEC = 256, 1024, 4, 3, 3
 SYSTEMS = ("xlpe-ape", "xlpe-rpe", "fairseq", "xlpe-ape-bf16")
+#: with --before-src, these xlpe systems are also trained from the older source tree, named "<system>@before"
+BEFORE_SUFFIX = "@before"
 
 
 # ======================================================================================================
@@ -172,6 +174,9 @@ def _fairseq_window(text: str, warm: int) -> dict:
 def train_once(system: str, a, data: Path, prep: Path, run_dir: Path) -> dict:
     shutil.rmtree(run_dir, ignore_errors=True)
     run_dir.mkdir(parents=True)
+    env = None
+    if system.endswith(BEFORE_SUFFIX):          # the same system from the older source tree (--before-src)
+        system, env = system[:-len(BEFORE_SUFFIX)], {"PYTHONPATH": str(a.before_src)}
     timed = a.bf16_updates if system.endswith("bf16") else a.updates
     total = a.warmup_updates + timed
     log = run_dir / "stdout.log"
@@ -180,7 +185,7 @@ def train_once(system: str, a, data: Path, prep: Path, run_dir: Path) -> dict:
         amp = "bf16" if system.endswith("bf16") else "none"
         out = run_dir / "train"
         r = mb.run(mb.xlpe_train_cmd(data, prep, out, pe=pe, amp=amp, threads=a.threads, max_updates=total,
-                                     dev=False, log_every=10, save_every=0, validate_every=0), log=log)
+                                     dev=False, log_every=10, save_every=0, validate_every=0), log=log, env=env)
         w = _xlpe_window(out / "train_log.csv", a.warmup_updates)
         rows = list(csv.DictReader(open(out / "train_log.csv")))
         w["final_loss"] = float(rows[-1]["loss"])
@@ -283,7 +288,8 @@ def decode_bench(a, data: Path, prep: Path, work: Path) -> dict:
     out: dict = {"test_set": test, "sentences": len(mb.read_lines(src)), "batch_size": a.decode_batch_size, "lenpen": a.lenpen,
                  "xlpe_checkpoint": str(xck) if xck else None, "fairseq_checkpoint": str(fck) if fck else None,
                  "note": "checkpoints need not be of the same age; xlpe's beam shrinks as hypotheses finish, "
-                         "fairseq keeps 5 live until 5 finish; greedy = fairseq beam 1"}
+                         "fairseq keeps 5 live until 5 finish; greedy = fairseq beam 1",
+                 "fairseq_max_len": "1.2*S+10 (xlpe's)" if a.same_max_len else "fairseq's own (200)"}
     if xck is None and fck is None:
         out["skipped"] = "no trained checkpoint: run multi30k_budget.py first or pass --xlpe-checkpoint/--fairseq-checkpoint"
         return out
@@ -311,8 +317,10 @@ def decode_bench(a, data: Path, prep: Path, work: Path) -> dict:
                 t = xlpe_decode_timed(Path(xck), src, hyp, lenpen=a.lenpen, threads=a.threads, **kw)
                 sps = t["sentences_per_s"]
             else:
+                same = dict(max_len_a=1.2, max_len_b=10) if a.same_max_len else {}
                 t = mb.fairseq_decode(a.fairseq_venv, prep, Path(fck), "test", hyp, lenpen=a.lenpen,
-                                      threads=a.threads, expect=len(mb.read_lines(ref)), bin_dir=bin_dir, **kw)
+                                      threads=a.threads, expect=len(mb.read_lines(ref)), bin_dir=bin_dir, **same,
+                                      **kw)
                 sps = t["fairseq_reported"].get("sentences_per_s")
             t["end_to_end_sentences_per_s"] = round(out["sentences"] / t.get("end_to_end_wall_s", t.get("wall_s")), 2)
             t["bleu"] = mb.score(hyp, ref)["bleu"]
@@ -368,9 +376,12 @@ def main() -> None:
     ap.add_argument("--decode-limit", type=int, default=0, help="decode only the first N test sentences (quick check)")
     ap.add_argument("--lenpen", type=float, default=1.0)
     ap.add_argument("--no-single", action="store_true", help="skip xlpe beam with batch_size=1")
+    ap.add_argument("--same-max-len", action="store_true",
+                    help="fairseq-generate gets xlpe's output length limit (1.2*S + 10) instead of its own (200): a "
+                         "weak model's few run-away hypotheses otherwise decide fairseq's time")
     ap.add_argument("--before-src", type=Path, default=None,
                     help="an older xlpe source tree (e.g. a `git worktree` of the commit before a change, its src/): "
-                         "its decoding is timed in the same rounds, as xlpe_before_*")
+                         "its training and decoding are timed in the same rounds, as <system>@before / xlpe_before_*")
     a = ap.parse_args()
     if a.warmup_updates % 10 or a.updates % 10 or a.bf16_updates % 10:
         ap.error("--warmup-updates, --updates and --bf16-updates must be multiples of 10 (the log interval)")
@@ -401,10 +412,13 @@ def main() -> None:
         peaks = {"fp32": [matmul_peak(a.threads)], "bf16": []}
         if "xlpe-ape-bf16" in a.systems:
             peaks["bf16"].append(matmul_peak(a.threads, "bfloat16", min_reps=1))
-        runs: dict[str, list] = {s: [] for s in a.systems}
+        systems = list(a.systems)
+        if a.before_src:
+            systems += [s + BEFORE_SUFFIX for s in a.systems if s.startswith("xlpe")]
+        runs: dict[str, list] = {s: [] for s in systems}
         for r in range(a.rounds):
-            for s in a.systems:
-                if s.endswith("bf16") and r >= a.bf16_rounds:
+            for s in systems:
+                if s.split("@")[0].endswith("bf16") and r >= a.bf16_rounds:
                     continue
                 res = train_once(s, a, data, prep, work / "bench" / f"{s}.r{r}")
                 res["round"] = r
@@ -426,7 +440,7 @@ def main() -> None:
                  "mfu_vs_fp32_peak": round(tps * fpt / 1e9 / peak32, 3),
                  "peak_rss_mb_max": max(x["peak_rss_mb"] for x in rs),
                  "peak_tree_rss_mb_max": max(x["peak_tree_rss_mb"] for x in rs), "runs": rs}
-            if s.endswith("bf16") and peaks["bf16"]:
+            if s.split("@")[0].endswith("bf16") and peaks["bf16"]:
                 e["mfu_vs_bf16_peak"] = round(tps * fpt / 1e9 / report["matmul_peak"]["bf16_gflops"], 3)
             train[s] = e
         if "fairseq" in train:
@@ -437,6 +451,10 @@ def main() -> None:
         if "xlpe-ape" in train and "xlpe-rpe" in train:
             train["rpe_cost_over_ape"] = round(train["xlpe-ape"]["tokens_per_s_median"]
                                                / train["xlpe-rpe"]["tokens_per_s_median"] - 1, 3)
+        for s in list(train):
+            if s.endswith(BEFORE_SUFFIX) and s[:-len(BEFORE_SUFFIX)] in train:
+                train[s[:-len(BEFORE_SUFFIX)]]["over_before"] = round(
+                    train[s[:-len(BEFORE_SUFFIX)]]["tokens_per_s_median"] / train[s]["tokens_per_s_median"], 3)
         if "xlpe-ape" in train and "xlpe-ape-bf16" in train:
             train["bf16_speedup_over_fp32"] = round(train["xlpe-ape-bf16"]["tokens_per_s_median"]
                                                     / train["xlpe-ape"]["tokens_per_s_median"], 3)

@@ -126,7 +126,7 @@ def _next_candidates(model: Transformer, tokens: Tensor, enc: EncoderOut, cache:
     lp[:, cfg.pad_id] = NEG_INF
     if cfg.bos_id != cfg.eos_id:
         lp[:, cfg.bos_id] = NEG_INF
-    top, ids = lp.topk(k, dim=-1)
+    top, ids = lp.max(-1, keepdim=True) if k == 1 else lp.topk(k, dim=-1)    # max: greedy, several times faster
     return top, ids, None if attn is None else attn.mean(1)[:, -1].float()
 
 
