@@ -132,35 +132,42 @@ def _next_candidates(model: Transformer, tokens: Tensor, enc: EncoderOut, cache:
 
 def greedy(model: Transformer, src: Tensor, channels: dict[str, Tensor] | None = None, max_len_a: float = 1.2,
            max_len_b: float = 10, return_attn_layer: int | None = None) -> list[Hypothesis]:
-    """Greedy decoding of a right-padded source batch ``(B, S)``; one :class:`Hypothesis` per sentence."""
+    """Greedy decoding of a right-padded source batch ``(B, S)``; one :class:`Hypothesis` per sentence.
+    A sentence that has produced EOS leaves the live batch (its decoder row, memory row and cached keys/values
+    are dropped), so later steps cost nothing for it."""
     cfg = model.cfg
     with _eval_mode(model, inference=True):
         enc = model.encode(src, channels)
         B, S = src.shape
+        dev = src.device
+        src_len = (~enc.src_pad_mask).sum(1)
         max_len = _max_lengths(enc, max_len_a, max_len_b, cfg.max_len)
         steps = int(max_len.max()) + 1
-        out = torch.full((B, steps), cfg.pad_id, dtype=torch.long, device=src.device)
-        attn = torch.zeros(B, steps, S, device=src.device) if return_attn_layer is not None else None
-        logprob = torch.zeros(B, dtype=torch.float64, device=src.device)
-        done = torch.zeros(B, dtype=torch.bool, device=src.device)
-        last = torch.full((B, 1), cfg.bos_id, dtype=torch.long, device=src.device)
+        out = torch.full((B, steps), cfg.pad_id, dtype=torch.long, device=dev)
+        attn = torch.zeros(B, steps, S, device=dev) if return_attn_layer is not None else None
+        logprob = torch.zeros(B, dtype=torch.float64, device=dev)
+        active = torch.arange(B, device=dev)               # the sentences still being decoded
+        last = torch.full((B, 1), cfg.bos_id, dtype=torch.long, device=dev)
         cache = DecoderCache()
         for t in range(steps):
             best, nxt, a = _next_candidates(model, last, enc, cache, return_attn_layer, t, max_len, 1)
-            best, nxt = best[:, 0], nxt[:, 0]
-            nxt = nxt.masked_fill(done, cfg.pad_id)
-            logprob += best.double().masked_fill(done, 0.0)
-            out[:, t] = nxt
+            out[active, t] = nxt[:, 0]
+            logprob[active] += best[:, 0].double()
             if attn is not None:
-                attn[:, t] = a
-            done |= nxt.eq(cfg.eos_id)
-            last = nxt[:, None]
+                attn[active, t] = a
+            done = nxt[:, 0].eq(cfg.eos_id)
             if bool(done.all()):
                 break
+            last = nxt
+            if bool(done.any()):
+                stay = (~done).nonzero().squeeze(1)
+                active, last, max_len = active[stay], last[stay], max_len[stay]
+                enc = enc.index_select(stay)
+                cache.reorder(stay)
     hyps = []
     for i in range(B):
         n = int(out[i].eq(cfg.eos_id).nonzero()[0])
-        s = int((~enc.src_pad_mask[i]).sum())
+        s = int(src_len[i])
         hyps.append(Hypothesis(out[i, :n].tolist(), float(logprob[i]), float(logprob[i]),
                                None if attn is None else attn[i, :n + 1, :s].to("cpu", copy=True)))
     return hyps
