@@ -304,6 +304,8 @@ def decode_bench(a, data: Path, prep: Path, work: Path) -> dict:
         bs = a.decode_batch_size
         jobs.append(("xlpe_beam5_fairseqstop", dict(beam=5, greedy=False, batch_size=bs, beam_stop="fairseq")))
         jobs.append(("xlpe_beam5_bf16", dict(beam=5, greedy=False, batch_size=bs, dtype="bfloat16")))
+        jobs.append(("xlpe_beam5_fairseqstop_bf16", dict(beam=5, greedy=False, batch_size=bs, dtype="bfloat16",
+                                                         beam_stop="fairseq")))
         jobs.append(("xlpe_greedy_bf16", dict(beam=1, greedy=True, batch_size=bs, dtype="bfloat16")))
         if a.before_src:
             jobs.append(("xlpe_before_beam5", dict(beam=5, greedy=False, batch_size=bs, xlpe_src=a.before_src)))
@@ -341,6 +343,9 @@ def decode_bench(a, data: Path, prep: Path, work: Path) -> dict:
     for k in ("beam5", "greedy"):                # speed ratios of the runs above (same rounds, same machine)
         for ratio, (num, den) in {f"xlpe_over_fairseq_{k}": (f"xlpe_{k}", f"fairseq_{k}"),
                                   f"xlpe_bf16_over_fairseq_{k}": (f"xlpe_{k}_bf16", f"fairseq_{k}"),
+                                  f"xlpe_fairseqstop_over_fairseq_{k}": (f"xlpe_{k}_fairseqstop", f"fairseq_{k}"),
+                                  f"xlpe_fairseqstop_bf16_over_fairseq_{k}": (f"xlpe_{k}_fairseqstop_bf16",
+                                                                             f"fairseq_{k}"),
                                   f"xlpe_bf16_over_fp32_{k}": (f"xlpe_{k}_bf16", f"xlpe_{k}"),
                                   f"xlpe_{k}_over_before": (f"xlpe_{k}", f"xlpe_before_{k}")}.items():
             if sps(num) and sps(den):
