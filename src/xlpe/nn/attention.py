@@ -2,12 +2,16 @@
 
 :class:`MultiheadAttention` takes two optional position-encoding inputs (see ``xlpe.nn.positions.base``):
 
-* ``rel``: Shaw-style relative key/value terms (SPEC §2), summed over encodings (SPEC §3.3). With them, or when
-  the attention weights are requested, scores are computed explicitly; otherwise
+* ``rel``: Shaw-style relative key/value terms (SPEC §2), summed over encodings (SPEC §3.3). With them, when
+  the attention weights are requested, or in bf16/fp16 on CPU (SDPA's CPU kernel is several times slower there
+  at these lengths; the softmax then runs in float32), scores are computed explicitly; otherwise
   ``torch.nn.functional.scaled_dot_product_attention`` does the work.
 * ``head_inputs``: other inputs for a subset of heads (HeadXL, SPEC §4.4). Q, K and V of those heads are the
   same projections applied to the other input: no extra parameter. Only those heads' rows of each projection
   are applied to it, so τ of H heads cost τ/H of a projection more, not a whole one.
+
+Dropout everywhere in the model is :func:`dropout` (on CPU a ``torch.rand`` mask, 2.5x faster than
+``F.dropout``'s sampler).
 
 The layers live here rather than in ``transformer.py`` so that position encodings that contain Transformer
 layers (DPE, SPEC §6.1) can build them without an import cycle.
