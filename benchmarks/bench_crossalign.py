@@ -101,7 +101,8 @@ def main(argv=None) -> None:
     if args.worker:
         print(json.dumps(worker(json.loads(args.worker))))
         return
-    from xlpe.align.e5_import import import_e5, prune_vocab
+    from xlpe.align.e5_import import import_e5
+    from xlpe.align.vocab_prune import prune_vocab
     from xlpe.io.text import read_lines, tokenize
 
     work = Path(args.work or tempfile.mkdtemp(prefix="bench-crossalign-"))

