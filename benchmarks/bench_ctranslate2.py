@@ -2,7 +2,7 @@
 the same machine noise); prints one JSON object with medians over rounds and the agreement of the outputs.
 
     python benchmarks/bench_ctranslate2.py --checkpoint runs/x/checkpoint_best.pt --input test.src \\
-        [--sentences 500 --beam 5 --rounds 3 --threads 1 --batch 64]
+        [--sentences 500 --beam 5 --rounds 3 --threads 1 --batch 64 --dtype float32|bfloat16]
 
 The model must be exportable (``pe = ['ape']``; ``xlpe export``). Sentences/s count decoding only (the
 tokenisation into pieces and the model loading are outside the timed part, for both).
@@ -34,25 +34,30 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"),
+                    help="xlpe's weights and CTranslate2's compute_type, both the same")
     a = ap.parse_args()
     import ctranslate2
 
     torch.set_num_threads(a.threads)
     model, cfg, (sw, tgt_sw) = load_model(a.checkpoint)
+    from xlpe.infer.translate import decoding_model
+    model = decoding_model(model, a.dtype)                   # cast once, outside the timed part
     lines = open(a.input, encoding="utf-8").read().splitlines()[:a.sentences]
     pieces = [sw.encode(line.split()).pieces for line in lines]
     with tempfile.TemporaryDirectory() as d:
         export_model(a.checkpoint, Path(d) / "ct2")
-        tr = ctranslate2.Translator(str(Path(d) / "ct2"), device="cpu", intra_threads=a.threads, inter_threads=1)
+        tr = ctranslate2.Translator(str(Path(d) / "ct2"), device="cpu", intra_threads=a.threads, inter_threads=1,
+                                    compute_type=a.dtype)
         speed: dict[str, list[float]] = {"xlpe": [], "ctranslate2": []}
         outs: dict[str, list[str]] = {}
         with torch.inference_mode():
-            translate_lines(model, sw, lines[:20], beam=a.beam, lenpen=a.lenpen)           # warm-up
+            translate_lines(model, sw, lines[:20], beam=a.beam, lenpen=a.lenpen, dtype=a.dtype)   # warm-up
             tr.translate_batch(pieces[:20], beam_size=a.beam, length_penalty=a.lenpen)
             for _ in range(a.rounds):
                 t0 = time.perf_counter()
                 outs["xlpe"] = translate_lines(model, sw, lines, beam=a.beam, lenpen=a.lenpen, batch_size=a.batch,
-                                               beam_stop="fairseq")
+                                               beam_stop="fairseq", dtype=a.dtype)
                 speed["xlpe"].append(len(lines) / (time.perf_counter() - t0))
                 t0 = time.perf_counter()
                 res = tr.translate_batch(pieces, beam_size=a.beam, length_penalty=a.lenpen,
@@ -60,7 +65,7 @@ def main() -> None:
                 speed["ctranslate2"].append(len(lines) / (time.perf_counter() - t0))
                 outs["ctranslate2"] = [tgt_sw.decode_pieces(r.hypotheses[0]) for r in res]
     ratios = [x / c for x, c in zip(speed["xlpe"], speed["ctranslate2"])]
-    print(json.dumps({"checkpoint": a.checkpoint, "d_model": cfg.d_model, "layers": [cfg.enc_layers, cfg.dec_layers],
+    print(json.dumps({"checkpoint": a.checkpoint, "dtype": a.dtype, "d_model": cfg.d_model, "layers": [cfg.enc_layers, cfg.dec_layers],
                       "sentences": len(lines), "beam": a.beam, "threads": a.threads, "rounds": a.rounds,
                       "sent_per_s_median": {k: round(statistics.median(v), 1) for k, v in speed.items()},
                       "xlpe_vs_ctranslate2_median": round(statistics.median(ratios), 3),
