@@ -179,6 +179,27 @@ def test_overfit_tiny_model_then_decode_exactly():
     assert decoding_model(mb, "bfloat16") is mb
 
 
+@pytest.mark.parametrize("stop", ["fairseq", "exhaust"])
+def test_beam_decodes_only_live_beams(stop, monkeypatch):
+    """Dead beams are not decoded: one row per sentence at the first step, and with the exhaust rule fewer rows
+    than K per sentence once hypotheses finish; the hypotheses are those of the plain per-sentence search."""
+    from xlpe.nn.transformer import Transformer
+    m = random_model(seed=8).eval()
+    sents = random_sentences(6, 2, 7, seed=8)
+    rows = []
+    orig = Transformer.decode
+    monkeypatch.setattr(Transformer, "decode", lambda self, tgt, *a, **k: rows.append(tgt.shape[0]) or
+                        orig(self, tgt, *a, **k))
+    hyps = beam_search(m, pad_batch(sents), beam=4, lenpen=1.0, stop=stop)
+    assert rows[0] == 6 and max(rows) <= 24
+    if stop == "exhaust":
+        assert any(r % 4 for r in rows[1:])                 # some step decoded a shrunken beam
+    monkeypatch.setattr(Transformer, "decode", orig)
+    for s, h in zip(sents, hyps):
+        (h1,) = beam_search(m, pad_batch([s]), beam=4, lenpen=1.0, stop=stop)
+        assert h1.tokens == h.tokens and h1.score == pytest.approx(h.score, abs=1e-4)
+
+
 def test_decoding_dtype_is_checked():
     m = random_model()
     with pytest.raises(ConfigError, match="unknown decoding dtype 'int8'"):

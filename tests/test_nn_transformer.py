@@ -197,6 +197,22 @@ def test_beams_sharing_one_memory_row_equal_repeated_memory(pre_norm):
         m.decode(tgt[:7], enc)
 
 
+def test_decoding_only_some_slots_of_the_beam_grid_equals_decoding_all():
+    """memory_slots: decoder rows that are slots of a grid of K per memory row (beam search decodes only its live
+    beams) give the same logits and attention as the full grid, for any subset and order of slots."""
+    torch.manual_seed(1)
+    m = build_model(tiny(pe=["ape"])).eval()
+    src, _ = toy_batch()
+    K = 4
+    enc = m.encode(src)
+    tgt = torch.randint(4, 16, (3 * K, 1))
+    slots = torch.tensor([0, 2, 3, 5, 11])                   # sentence 0: beams 0, 2, 3; 1: beam 1; 2: beam 3
+    with torch.no_grad():
+        full, full_attn = m.decode(tgt, enc, need_attn_layer=0)
+        part, part_attn = m.decode(tgt[slots], enc, need_attn_layer=0, memory_slots=(slots, K))
+    assert torch.allclose(part, full[slots], atol=1e-5) and torch.allclose(part_attn, full_attn[slots], atol=1e-6)
+
+
 def test_attention_output_shape_and_layer_check():
     m = build_model(tiny()).eval()
     src, tgt_in = toy_batch()

@@ -33,8 +33,9 @@ Cost: each step ranks the ``K·C`` candidates made of every live beam's ``C`` be
 the ``C`` best extensions of a sentence are always among them) instead of all ``K·V``; a sentence that is done
 leaves the live batch (its decoder rows and cached keys/values are dropped), so later steps cost nothing for it;
 the beams of a sentence share one memory row (its cross-attention keys and values are projected, stored and read
-once, as one block of K queries, and never reordered when beams are re-ranked); the first step, where only
-one beam per sentence is live, decodes one row per sentence; decoding runs under
+once, as one block of K queries, and never reordered when beams are re-ranked); only the live beams are
+decoded (one per sentence at the first step; fewer than K as the exhaust rule's beam shrinks: a fifth of its
+rows on Multi30k were dead beams); decoding runs under
 ``torch.inference_mode``.
 
 Verified in ``tests/test_beam.py``: ``beam=1`` equals greedy for every ``lenpen`` and both rules; the fairseq
@@ -109,13 +110,14 @@ def _max_lengths(enc: EncoderOut, a: float, b: float, cap: int) -> Tensor:
 
 
 def _next_candidates(model: Transformer, tokens: Tensor, enc: EncoderOut, cache: DecoderCache, layer: int | None,
-                     step: int, max_len: Tensor, k: int) -> tuple[Tensor, Tensor, Tensor | None]:
+                     step: int, max_len: Tensor, k: int,
+                     slots: tuple[Tensor, int] | None = None) -> tuple[Tensor, Tensor, Tensor | None]:
     """The ``k`` most probable next tokens after ``tokens (N, 1)`` and their log-probabilities (normalised over
     the whole vocabulary), best first: ``(logprobs (N, k), ids (N, k))``; PAD/BOS never, EOS alone at
     ``step >= max_len`` (the rest -inf); plus the head-averaged attention ``(N, S)`` of decoder layer ``layer``
-    if asked."""
+    if asked. ``slots``: the rows' places in a grid of K per memory row (:meth:`Transformer.decode`)."""
     cfg = model.cfg
-    out = model.decode(tokens, enc, need_attn_layer=layer, cache=cache)
+    out = model.decode(tokens, enc, need_attn_layer=layer, cache=cache, memory_slots=slots)
     logits, attn = out if layer is not None else (out, None)
     lp = torch.log_softmax(logits[:, -1].float(), dim=-1)
     force = step >= max_len
@@ -208,14 +210,16 @@ def beam_search(model: Transformer, src: Tensor, channels: dict[str, Tensor] | N
         fin_tokens = torch.full((B, K, steps + 1), cfg.pad_id, dtype=torch.long, device=dev)
         fin_attn = torch.zeros(B, K, steps, S, device=dev) if want_attn else None
 
-        # the live state covers only the sentences still being decoded (`active`: their places in the batch),
-        # K decoder rows each; a sentence that is done leaves it, so later steps cost nothing for it.
-        # tokens[:, 0] = BOS, generated tokens from column 1; only beam 0 is live at the start.
+        # the live state covers only the sentences still being decoded (`active`: their places in the batch), as a
+        # grid of K slots each (tokens, scores); a sentence that is done leaves it, so later steps cost nothing for
+        # it. Only the live slots (`live`, finite score: beam 0 at the start, fewer as the exhaust rule's beam
+        # shrinks) are decoded; the cache holds their rows in that order. tokens[:, 0] = BOS.
         active = torch.arange(B, device=dev)
         tokens = torch.full((B * K, steps + 1), cfg.pad_id, dtype=torch.long, device=dev)
         tokens[:, 0] = cfg.bos_id
         scores = torch.full((B, K), NEG_INF, dtype=torch.float64, device=dev)
         scores[:, 0] = 0.0
+        live = torch.arange(B, device=dev) * K
         attn = torch.zeros(B * K, steps, S, device=dev) if want_attn else None
         n_alive = torch.full((B,), K, device=dev)
         n_fin = torch.zeros(B, dtype=torch.long, device=dev)
@@ -225,16 +229,12 @@ def beam_search(model: Transformer, src: Tensor, channels: dict[str, Tensor] | N
         for t in range(steps):
             n = active.numel()
             # the C best extensions of a sentence are among the C best of each of its beams
-            if t == 0:   # only beam 0 is live: one decoder row per sentence, copied to the K beams' rows
-                lp_k, tok_k, a = _next_candidates(model, tokens[::K, :1], enc, cache, return_attn_layer, t,
-                                                  max_len_act, kk)
-                lp_k, tok_k = lp_k.repeat_interleave(K, 0), tok_k.repeat_interleave(K, 0)
-                a = None if a is None else a.repeat_interleave(K, 0)
-            else:
-                lp_k, tok_k, a = _next_candidates(model, tokens[:, t:t + 1], enc, cache, return_attn_layer, t,
-                                                  max_len_act.repeat_interleave(K), kk)   # (n*K, kk)
+            lp_c, tok_c, a = _next_candidates(model, tokens[live, t:t + 1], enc, cache, return_attn_layer, t,
+                                              max_len_act[live // K], kk, slots=(live, K))
+            lp_k = torch.full((n * K, kk), NEG_INF, dtype=lp_c.dtype, device=dev).index_copy_(0, live, lp_c)
+            tok_k = torch.full((n * K, kk), cfg.pad_id, dtype=torch.long, device=dev).index_copy_(0, live, tok_c)
             if want_attn:
-                attn[:, t] = a
+                attn[live, t] = a
             cand = (scores[:, :, None] + lp_k.view(n, K, kk).double()).view(n, K * kk)
             top_s, top_j = cand.topk(min(C, K * kk), dim=1)                     # (n, C), best first
             beam_i = top_j // kk
@@ -271,14 +271,17 @@ def beam_search(model: Transformer, src: Tensor, channels: dict[str, Tensor] | N
             # 2) the live candidates (at most K, best first; the rest are dead)
             n_alive = alive.sum(1).clamp(max=K)
             scores, j = top_s.masked_fill(~alive, NEG_INF).topk(K, dim=1)
-            rows = (base + beam_i.gather(1, j)).view(-1)
+            rows = (base + beam_i.gather(1, j)).view(-1)          # each slot's parent slot
             tokens = tokens.index_select(0, rows)
             tokens[:, t + 1] = tok_i.gather(1, j).view(-1)
-            # rows stay within their sentence (its memory row is the same); after step 0 the cache has one row
-            # per sentence, the parent of all its beams
-            cache.reorder_self(rows // K if t == 0 else rows)
             if want_attn:
                 attn = attn.index_select(0, rows)
+            # the new live slots; the cache rows of their parents (live slots of this step, by construction)
+            new_live = torch.isfinite(scores).view(-1).nonzero().squeeze(1)
+            cache_row = torch.full((n * K,), -1, dtype=torch.long, device=dev)
+            cache_row[live] = torch.arange(live.numel(), device=dev)
+            cache.reorder_self(cache_row[rows[new_live]])
+            live = new_live
 
             # 3) sentences without a live hypothesis (or at their maximum length) leave the live state
             done = n_alive.eq(0) | (t >= max_len_act)
@@ -289,10 +292,15 @@ def beam_search(model: Transformer, src: Tensor, channels: dict[str, Tensor] | N
             if bool(done.any()):
                 stay = (~done).nonzero().squeeze(1)
                 keep_rows = (stay[:, None] * K + rank).view(-1)
+                slot_now = torch.full((n * K,), -1, dtype=torch.long, device=dev)
+                slot_now[keep_rows] = torch.arange(keep_rows.numel(), device=dev)
+                live_slot = slot_now[live]                         # -1: a live beam of a sentence that is done
+                kept_live = live_slot.ge(0).nonzero().squeeze(1)
                 active, scores, n_alive, max_len_act = active[stay], scores[stay], n_alive[stay], max_len_act[stay]
                 tokens = tokens.index_select(0, keep_rows)
                 enc = enc.index_select(stay)
-                cache.reorder(keep_rows, cross_index=stay)
+                cache.reorder(kept_live, cross_index=stay)
+                live = live_slot[kept_live]
                 if want_attn:
                     attn = attn.index_select(0, keep_rows)
 

@@ -143,7 +143,8 @@ class MultiheadAttention(nn.Module):
 
     def forward(self, x: Tensor, memory: Tensor | None = None, *, key_pad_mask: Tensor | None = None,
                 causal: bool = False, rel: Sequence[RelativeTerms] = (), head_inputs: Sequence[HeadInput] = (),
-                need_weights: bool = False, cache: dict[str, Tensor] | None = None) -> tuple[Tensor, Tensor | None]:
+                need_weights: bool = False, cache: dict[str, Tensor] | None = None,
+                memory_slots: tuple[Tensor, int] | None = None) -> tuple[Tensor, Tensor | None]:
         """Attend from ``x`` to ``memory`` (cross-attention) or to ``x`` itself (``memory=None``).
 
         Args:
@@ -159,19 +160,21 @@ class MultiheadAttention(nn.Module):
             need_weights: also return the attention weights ``(B, H, Tq, Tk)`` (before dropout).
             cache: incremental decoding state owned by this module: self-attention appends this step's keys and
                 values to ``cache['k'], cache['v']``; cross-attention projects ``memory`` once and reuses it.
+            memory_slots: ``(slots, g)`` for cross-attention: query row ``i`` is slot ``slots[i]`` of a grid of
+                ``B_m * g`` rows, memory row ``b`` serving slots ``b*g .. b*g+g-1`` (beam search decoding only its
+                live beams; the empty slots are attended for nothing and dropped).
 
         Returns:
             ``(out (B, Tq, d), weights or None)``.
         """
         B, Tq, _ = x.shape
-        offset, group = 0, 1
-        if memory is not None and memory.shape[0] != B:
-            # each memory row serves `group` consecutive query rows (beam search: the beams of one sentence): they
-            # become one row of group*Tq queries, so memory, keys and values are stored and projected once
+        offset, group, slots = 0, 1, None
+        if memory_slots is not None:
+            slots, group = memory_slots
+        elif memory is not None and memory.shape[0] != B:
             group = B // memory.shape[0]
             if group * memory.shape[0] != B:
                 raise ConfigError(f"cross-attention: {B} query rows cannot share {memory.shape[0]} memory rows")
-            x = x.reshape(memory.shape[0], group * Tq, -1)
         if memory is None:
             q, k, v = (self._project(lin, x, head_inputs) for lin in (self.q_proj, self.k_proj, self.v_proj))
             if cache is not None:
@@ -180,7 +183,14 @@ class MultiheadAttention(nn.Module):
                     k, v = torch.cat((cache["k"], k), 2), torch.cat((cache["v"], v), 2)
                 cache["k"], cache["v"] = k, v
         else:
-            q = self._split(self.q_proj(x))
+            q = self.q_proj(x)
+            if slots is not None:               # the query rows into their slots of the grid
+                q = q.new_zeros(memory.shape[0] * group, Tq, q.shape[-1]).index_copy_(0, slots, q)
+            if group > 1:
+                # each memory row serves `group` consecutive (grid) rows, e.g. the beams of one sentence: they
+                # become one row of group*Tq queries, so memory, keys and values are stored and projected once
+                q = q.reshape(memory.shape[0], group * Tq, -1)
+            q = self._split(q)
             if cache is not None and "k" in cache:
                 k, v = cache["k"], cache["v"]
             else:
@@ -229,9 +239,13 @@ class MultiheadAttention(nn.Module):
                 out = out + rel_v
             if not need_weights:
                 weights = None
-        out = out.transpose(1, 2).reshape(B, Tq, self.n_heads * self.d_k)
-        if weights is not None and group > 1:   # (B/group, H, group*Tq, S) -> (B, H, Tq, S)
-            weights = weights.unflatten(2, (group, Tq)).transpose(1, 2).reshape(B, self.n_heads, Tq, -1)
+        rows = q.shape[0] * group               # B, or the grid's rows with memory_slots
+        out = out.transpose(1, 2).reshape(rows, Tq, self.n_heads * self.d_k)
+        if weights is not None and group > 1:   # (rows/group, H, group*Tq, S) -> (rows, H, Tq, S)
+            weights = weights.unflatten(2, (group, Tq)).transpose(1, 2).reshape(rows, self.n_heads, Tq, -1)
+        if slots is not None:                   # back from the grid to the query rows
+            out = out.index_select(0, slots)
+            weights = None if weights is None else weights.index_select(0, slots)
         return self.out_proj(out), weights
 
 
@@ -299,16 +313,18 @@ class DecoderLayer(nn.Module):
 
     def forward(self, x: Tensor, memory: Tensor, memory_pad_mask: Tensor | None, *,
                 cache: dict[str, dict[str, Tensor]] | None = None, need_weights: bool = False,
-                memory_heads: Sequence[HeadInput] = ()) -> tuple[Tensor, Tensor | None]:
+                memory_heads: Sequence[HeadInput] = (),
+                memory_slots: tuple[Tensor, int] | None = None) -> tuple[Tensor, Tensor | None]:
         """Returns ``(x, cross-attention weights (B, H, T, S) or None)``. ``memory_heads``: per-head memories
-        (encoder-free HeadXL, SPEC §4.7 [I])."""
+        (encoder-free HeadXL, SPEC §4.7 [I]); ``memory_slots``: see :meth:`MultiheadAttention.forward`."""
         self_cache = None if cache is None else cache.setdefault("self", {})
         cross_cache = None if cache is None else cache.setdefault("cross", {})
         pre = self.pre_norm
         a, _ = self.self_attn(self.norm1(x) if pre else x, causal=True, cache=self_cache)
         x = x + self.drop(a) if pre else self.norm1(x + self.drop(a))
         a, w = self.cross_attn(self.norm2(x) if pre else x, memory, key_pad_mask=memory_pad_mask,
-                               need_weights=need_weights, cache=cross_cache, head_inputs=memory_heads)
+                               need_weights=need_weights, cache=cross_cache, head_inputs=memory_heads,
+                               memory_slots=memory_slots)
         x = x + self.drop(a) if pre else self.norm2(x + self.drop(a))
         f = self.ffn(self.norm3(x) if pre else x)
         x = x + self.drop(f) if pre else self.norm3(x + self.drop(f))

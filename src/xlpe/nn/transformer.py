@@ -137,7 +137,8 @@ class Decoder(nn.Module):
             nn.init.normal_(self.out.weight, mean=0.0, std=cfg.d_model ** -0.5)
 
     def forward(self, tgt_in: Tensor, enc: EncoderOut, need_attn_layer: int | None = None,
-                cache: DecoderCache | None = None) -> tuple[Tensor, Tensor | None]:
+                cache: DecoderCache | None = None,
+                memory_slots: tuple[Tensor, int] | None = None) -> tuple[Tensor, Tensor | None]:
         c = self.cfg
         start = 0 if cache is None else cache.length
         pos = torch.arange(start, start + tgt_in.shape[1], device=tgt_in.device)
@@ -148,7 +149,8 @@ class Decoder(nn.Module):
         attn = None
         for i, layer in enumerate(self.layers):
             x, w = layer(x, enc.memory, enc.src_pad_mask, cache=None if cache is None else cache.layers[i],
-                         need_weights=i == need_attn_layer, memory_heads=enc.memory_heads)
+                         need_weights=i == need_attn_layer, memory_heads=enc.memory_heads,
+                         memory_slots=memory_slots)
             attn = w if w is not None else attn
         if self.norm is not None:
             x = self.norm(x)
@@ -183,17 +185,22 @@ class Transformer(nn.Module):
         return self.encoder(src, channels)
 
     def decode(self, tgt_in: Tensor, enc_out: EncoderOut, need_attn_layer: int | None = None,
-               cache: DecoderCache | None = None) -> Tensor | tuple[Tensor, Tensor]:
+               cache: DecoderCache | None = None,
+               memory_slots: tuple[Tensor, int] | None = None) -> Tensor | tuple[Tensor, Tensor]:
         """Logits ``(B, T, V)`` for decoder input ``tgt_in`` (only the new tokens when ``cache`` is given; the
         cache is updated in place). With ``need_attn_layer`` (0-based, negative counts from the top) also that
-        layer's encoder-decoder attention per head, ``(B, H, T, S)``: returns ``(logits, attn)``."""
+        layer's encoder-decoder attention per head, ``(B, H, T, S)``: returns ``(logits, attn)``.
+
+        ``enc_out`` may have fewer rows than ``tgt_in``: with ``memory_slots = None`` each memory row serves
+        ``B / B_m`` consecutive decoder rows (the beams of a sentence); with ``memory_slots = (slots, g)`` decoder
+        row ``i`` is slot ``slots[i]`` of ``B_m * g`` (beam search decoding only the live beams)."""
         layer = None
         if need_attn_layer is not None:
             n = self.cfg.dec_layers
             if not -n <= need_attn_layer < n:
                 raise ConfigError(f"need_attn_layer={need_attn_layer} but the decoder has {n} layers")
             layer = need_attn_layer % n
-        logits, attn = self.decoder(tgt_in, enc_out, layer, cache)
+        logits, attn = self.decoder(tgt_in, enc_out, layer, cache, memory_slots)
         return logits if layer is None else (logits, attn)
 
 
