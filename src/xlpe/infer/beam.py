@@ -229,10 +229,15 @@ def beam_search(model: Transformer, src: Tensor, channels: dict[str, Tensor] | N
         for t in range(steps):
             n = active.numel()
             # the C best extensions of a sentence are among the C best of each of its beams
-            lp_c, tok_c, a = _next_candidates(model, tokens[live, t:t + 1], enc, cache, return_attn_layer, t,
-                                              max_len_act[live // K], kk, slots=(live, K))
-            lp_k = torch.full((n * K, kk), NEG_INF, dtype=lp_c.dtype, device=dev).index_copy_(0, live, lp_c)
-            tok_k = torch.full((n * K, kk), cfg.pad_id, dtype=torch.long, device=dev).index_copy_(0, live, tok_c)
+            if live.numel() == n * K:     # every slot live (the fairseq rule after step 0): the plain grid
+                lp_k, tok_k, a = _next_candidates(model, tokens[:, t:t + 1], enc, cache, return_attn_layer, t,
+                                                  max_len_act.repeat_interleave(K), kk)
+            else:
+                lp_c, tok_c, a = _next_candidates(model, tokens[live, t:t + 1], enc, cache, return_attn_layer, t,
+                                                  max_len_act[live // K], kk, slots=(live, K))
+                lp_k = torch.full((n * K, kk), NEG_INF, dtype=lp_c.dtype, device=dev).index_copy_(0, live, lp_c)
+                tok_k = torch.full((n * K, kk), cfg.pad_id, dtype=torch.long, device=dev).index_copy_(0, live,
+                                                                                                      tok_c)
             if want_attn:
                 attn[live, t] = a
             cand = (scores[:, :, None] + lp_k.view(n, K, kk).double()).view(n, K * kk)
