@@ -23,11 +23,9 @@ words cut off get no links, and every call logs a warning with the number of tru
 in :attr:`CrossAligner.truncated`). Training lives in :mod:`xlpe.align.crossalign_train`.
 
 Why this module is over 500 lines: the model, its tokenisation into paired batches and the extraction share the
-batch layout (sources then targets, word indices with -1 for specials) and the directory format; the model class
-is built lazily (transformers is optional), and the pure tensor functions are what the tests check directly.
-
-This module is a little over 500 lines: the model, the batch encoding and the extraction functions are read
-together (SPEC §7.1–7.2); the training objectives already live in :mod:`xlpe.align.crossalign_train`.
+batch layout (sources then targets, word indices with -1 for specials) and the directory format, and are read
+together (SPEC §7.1–7.2); the model class is built lazily (transformers is optional), and the pure tensor functions
+are what the tests check directly. The training objectives live in :mod:`xlpe.align.crossalign_train`.
 """
 
 from __future__ import annotations

@@ -35,8 +35,7 @@ leaves the live batch (its decoder rows and cached keys/values are dropped), so 
 the beams of a sentence share one memory row (its cross-attention keys and values are projected, stored and read
 once, as one block of K queries, and never reordered when beams are re-ranked); only the live beams are
 decoded (one per sentence at the first step; fewer than K as the exhaust rule's beam shrinks: a fifth of its
-rows on Multi30k were dead beams); decoding runs under
-``torch.inference_mode``.
+rows on Multi30k were dead beams); decoding runs under ``torch.inference_mode``.
 
 Verified in ``tests/test_beam.py``: ``beam=1`` equals greedy for every ``lenpen`` and both rules; the fairseq
 rule equals a plain re-implementation of it; a batch equals
