@@ -162,3 +162,8 @@ def test_dropout_mask_rate_scale_and_gradient():
     assert torch.equal(dropout(x, 1.0, True), torch.zeros(4, 5))
     d = Dropout(0.5)
     assert torch.equal(d.eval()(x), x) and (d.train()(x) == 0).any()
+    # any element count (the mask is drawn four elements per 64-bit integer); every lane of the draw is uniform
+    y = dropout(torch.ones(3, 7, 5), 0.5, True)
+    assert y.shape == (3, 7, 5) and set(y.unique().tolist()) <= {0.0, 2.0}
+    kept = dropout(torch.ones(40000, 4), 0.1, True) != 0
+    assert ((kept.float().mean(0) - 0.9).abs() < 0.01).all()

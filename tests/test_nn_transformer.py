@@ -101,6 +101,12 @@ def test_embedding_sharing_and_tying():
     assert count_parameters(untied) == count_parameters(build_model(tiny(tgt_vocab_size=20))) + 20 * 32
     src, tgt_in = toy_batch()
     assert untied(src, tgt_in).shape == (3, 6, 20)
+    # features_only: the decoder outputs before the projection, and logits = features @ output_weight.T
+    for model, table in ((m, m.decoder.embed.weight), (untied, untied.decoder.out.weight)):
+        model.eval()
+        feats, aux = model(src, tgt_in, return_aux=True, features_only=True)
+        assert feats.shape == (3, 6, 32) and model.output_weight is table and aux == model(src, tgt_in, return_aux=True)[1]
+        torch.testing.assert_close(feats @ model.output_weight.t(), model(src, tgt_in))
 
 
 # --- padding invariance -------------------------------------------------------------------------------------

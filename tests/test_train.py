@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from _nmt_toy import quick_train_config, tiny_model_config, toy  # noqa: F401  (toy is a fixture)
 from xlpe.errors import ConfigError
 from xlpe.nn.positions import PositionEncoding
-from xlpe.train.losses import combine_losses, label_smoothed_nll
+from xlpe.train.losses import combine_losses, label_smoothed_nll, projected_label_smoothed_nll
 from xlpe.train.schedule import Schedule, build_scheduler
 from xlpe.cli.train import add_cli_arguments, configs_from_args
 from xlpe.train import DataConfig, TrainConfig, train
@@ -88,6 +88,69 @@ def test_label_smoothing_gradient_matches_autograd(eps):
     loss.backward(retain_graph=True)
     with pytest.raises(RuntimeError, match="inplace"):
         loss.backward()
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+def test_projected_loss_equals_projection_then_loss(eps, monkeypatch):
+    """The fused output projection + loss (row blocks, padding rows skipped, gradients computed in the forward)
+    equals ``hidden @ W.T`` followed by the plain loss: values and gradients for hidden and W, in one block and
+    in many; pad rows get no gradient; the NLL is for logging only; no gradient is computed without grad mode;
+    a second backward is refused."""
+    import xlpe.train.losses as losses
+    torch.manual_seed(2)
+    target = torch.randint(1, 29, (3, 7))
+    target[0, 5:] = 0
+    target[2, 2:] = 0
+    for block in (1 << 21, 29 * 3):                                  # one block / blocks of 3 rows
+        monkeypatch.setattr(losses, "_PROJ_BLOCK", block)
+        h1 = torch.randn(3, 7, 8, requires_grad=True)
+        w1 = torch.randn(29, 8, requires_grad=True)
+        h2, w2 = h1.detach().clone().requires_grad_(True), w1.detach().clone().requires_grad_(True)
+        loss, nll = projected_label_smoothed_nll(h1 * 1.0, w1, target, eps, ignore_index=0)
+        assert not nll.requires_grad
+        (0.7 * loss).backward()
+        rl, rn = _reference_smoothed(h2 @ w2.t(), target, eps, 0)
+        (0.7 * rl).backward()
+        assert loss.item() == pytest.approx(rl.item(), rel=1e-5) and nll.item() == pytest.approx(rn.item(), rel=1e-5)
+        torch.testing.assert_close(h1.grad, h2.grad, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(w1.grad, w2.grad, rtol=1e-5, atol=1e-6)
+        assert not h1.grad[2, 2:].any()
+    with torch.no_grad():
+        l0, _ = projected_label_smoothed_nll(h2, w2, target, eps, ignore_index=0)
+    assert l0.item() == pytest.approx(rl.item(), rel=1e-5) and not l0.requires_grad
+    # a frozen output weight: only hidden gets a gradient
+    h3 = h2.detach().clone().requires_grad_(True)
+    projected_label_smoothed_nll(h3, w2.detach(), target, eps, ignore_index=0)[0].backward()
+    torch.testing.assert_close(h3.grad, h2.grad / 0.7, rtol=1e-5, atol=1e-6)
+    loss, _ = projected_label_smoothed_nll(h3, w1, target, eps, ignore_index=0)
+    loss.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="inplace"):
+        loss.backward()
+    with pytest.raises(ConfigError, match="does not match"):
+        projected_label_smoothed_nll(h3, torch.randn(29, 5), target, eps)
+
+
+def test_projected_loss_under_bf16_autocast_matches_the_unfused_path():
+    """Under CPU bf16 autocast the fused loss runs its products in bf16 like autocast's ``x @ W.T`` and its softmax
+    in float32: loss and gradients agree with autocast projection + plain loss to bf16 precision, and the
+    gradients come back in the inputs' dtypes (float32 hidden and weight)."""
+    torch.manual_seed(4)
+    target = torch.randint(1, 300, (4, 9))
+    target[1, 6:] = 0
+    h1 = torch.randn(4, 9, 32, requires_grad=True)
+    w1 = (0.2 * torch.randn(300, 32)).requires_grad_(True)
+    h2, w2 = h1.detach().clone().requires_grad_(True), w1.detach().clone().requires_grad_(True)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss, _ = projected_label_smoothed_nll(h1, w1, target, 0.1, ignore_index=0)
+        logits = h2 @ w2.t()
+    assert logits.dtype == torch.bfloat16
+    rl, _ = label_smoothed_nll(logits, target, 0.1, ignore_index=0, reduction="sum")
+    loss.backward()
+    rl.backward()
+    assert loss.item() == pytest.approx(rl.item(), rel=1e-3)
+    assert h1.grad.dtype == torch.float32 and w1.grad.dtype == torch.float32
+    torch.testing.assert_close(h1.grad, h2.grad, rtol=3e-2, atol=3e-3)
+    torch.testing.assert_close(w1.grad, w2.grad, rtol=3e-2, atol=3e-3)
 
 
 def test_combine_losses():

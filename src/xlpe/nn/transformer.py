@@ -138,7 +138,7 @@ class Decoder(nn.Module):
 
     def forward(self, tgt_in: Tensor, enc: EncoderOut, need_attn_layer: int | None = None,
                 cache: DecoderCache | None = None,
-                memory_slots: tuple[Tensor, int] | None = None) -> tuple[Tensor, Tensor | None]:
+                memory_slots: tuple[Tensor, int] | None = None, project: bool = True) -> tuple[Tensor, Tensor | None]:
         c = self.cfg
         start = 0 if cache is None else cache.length
         pos = torch.arange(start, start + tgt_in.shape[1], device=tgt_in.device)
@@ -156,8 +156,15 @@ class Decoder(nn.Module):
             x = self.norm(x)
         if cache is not None:
             cache.length += tgt_in.shape[1]
-        logits = x @ self.embed.weight.t() if self.out is None else self.out(x)
+        if not project:
+            return x, attn
+        logits = x @ self.output_weight.t()
         return logits, attn
+
+    @property
+    def output_weight(self) -> Tensor:
+        """The ``(V, d)`` output projection: the tied embedding table or the separate output layer's weight."""
+        return self.embed.weight if self.out is None else self.out.weight
 
 
 class Transformer(nn.Module):
@@ -172,12 +179,23 @@ class Transformer(nn.Module):
         self.decoder = Decoder(cfg, tgt_embed)
 
     def forward(self, src: Tensor, tgt_in: Tensor, channels: dict[str, Tensor] | None = None,
-                return_aux: bool = False) -> Tensor | tuple[Tensor, dict[str, Tensor]]:
+                return_aux: bool = False, features_only: bool = False) -> Tensor | tuple[Tensor, dict[str, Tensor]]:
         """Teacher-forced logits ``(B, T_tgt, V)`` for source ``(B, S)`` and decoder input ``(B, T_tgt)``
-        (``[BOS, y_1, ...]``); with ``return_aux`` also the encoder's aux dict (auxiliary losses)."""
+        (``[BOS, y_1, ...]``); with ``return_aux`` also the encoder's aux dict (auxiliary losses). With
+        ``features_only`` the decoder's outputs ``(B, T_tgt, d)`` before the output projection
+        (:attr:`output_weight`) instead of the logits: the trainer fuses the projection into its loss
+        (:func:`xlpe.train.losses.projected_label_smoothed_nll`)."""
         enc = self.encode(src, channels)
-        logits = self.decode(tgt_in, enc)
-        return (logits, enc.aux) if return_aux else logits
+        if features_only:
+            out, _ = self.decoder(tgt_in, enc, project=False)
+        else:
+            out = self.decode(tgt_in, enc)
+        return (out, enc.aux) if return_aux else out
+
+    @property
+    def output_weight(self) -> Tensor:
+        """The ``(V, d)`` output projection weight (logits are ``features @ output_weight.T``, no bias)."""
+        return self.decoder.output_weight
 
     def encode(self, src: Tensor, channels: dict[str, Tensor] | None = None) -> EncoderOut:
         """Encode a right-padded source batch ``(B, S)`` (EOS-terminated) with its position channels.

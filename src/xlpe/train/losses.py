@@ -98,6 +98,101 @@ def label_smoothed_nll(logits: torch.Tensor, target: torch.Tensor, epsilon: floa
     return loss / n, nll / n
 
 
+#: rows of the (rows, V) score block that :func:`projected_label_smoothed_nll` computes at a time: ~2M scores
+#: (8 MB in float32), small enough for the elementwise passes to run in cache
+_PROJ_BLOCK = 1 << 21
+
+
+class _ProjectedSmoothedCrossEntropy(torch.autograd.Function):
+    """Output projection and label-smoothed loss in row blocks (see :func:`projected_label_smoothed_nll`).
+
+    Forward computes, block by block, the scores ``h W^T``, the loss sums and, when a gradient is wanted, the
+    gradients of the smoothed loss sum with respect to ``h`` and ``W`` (``g = p - (1-ε)·onehot(y) - ε/V``;
+    ``dh = g W``, ``dW = gᵀ h``), so no ``(N, V)`` tensor outlives a block and the backward only scales them."""
+
+    @staticmethod
+    def forward(ctx, h, weight, target, epsilon: float, ignore_index: int, cdtype):
+        with torch.autocast(h.device.type, enabled=False):
+            want = ctx.needs_input_grad[0] or ctx.needs_input_grad[1]
+            keep = (target != ignore_index).nonzero().squeeze(1)
+            hs, ts = h.index_select(0, keep).to(cdtype), target.index_select(0, keep)
+            wc = weight.to(cdtype)
+            V = weight.shape[0]
+            rows = max(1, _PROJ_BLOCK // V)
+            loss = h.new_zeros((), dtype=torch.float32)
+            nll_total = loss.clone()
+            dh = torch.empty(hs.shape, dtype=torch.float32, device=h.device) if want and ctx.needs_input_grad[0] else None
+            dw = torch.zeros(weight.shape, dtype=torch.float32, device=h.device) if want and ctx.needs_input_grad[1] else None
+            for s in range(0, len(ts), rows):
+                hb, tb = hs[s:s + rows], ts[s:s + rows]
+                z = (hb @ wc.t()).float()
+                z.sub_(z.amax(dim=1, keepdim=True))
+                zy = z.gather(1, tb[:, None]).squeeze(1)
+                zmean = z.mean(dim=1)
+                sumexp = z.exp_().sum(dim=1)
+                lse = sumexp.log()
+                nll = lse - zy
+                nll_total += nll.sum()
+                loss += ((1.0 - epsilon) * nll + epsilon * (lse - zmean)).sum()
+                if want:
+                    g = z.mul_(sumexp.reciprocal_()[:, None]).sub_(epsilon / V)       # the softmax, shifted
+                    g.scatter_add_(1, tb[:, None], g.new_full((len(tb), 1), -(1.0 - epsilon)))
+                    g = g.to(cdtype)
+                    if dh is not None:
+                        dh[s:s + rows] = g @ wc
+                    if dw is not None:
+                        dw += (g.t() @ hb).float()
+            if want:
+                ctx.save_for_backward(keep, dh, dw)
+                ctx.h_shape, ctx.h_dtype, ctx.w_dtype = h.shape, h.dtype, weight.dtype
+        ctx.mark_non_differentiable(nll_total)
+        return loss, nll_total
+
+    @staticmethod
+    def backward(ctx, g_loss, g_nll):
+        keep, dh, dw = ctx.saved_tensors
+        g = g_loss.float()
+        grad_h = grad_w = None
+        if dh is not None:
+            grad_h = dh.new_zeros(ctx.h_shape).index_copy_(0, keep, dh.mul_(g)).to(ctx.h_dtype)
+        if dw is not None:
+            grad_w = dw.mul_(g).to(ctx.w_dtype)
+        return grad_h, grad_w, None, None, None, None
+
+
+def projected_label_smoothed_nll(hidden: torch.Tensor, weight: torch.Tensor, target: torch.Tensor,
+                                 epsilon: float = 0.1, *, ignore_index: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`label_smoothed_nll` of the scores ``hidden @ weight.T`` (the output projection, no bias), fused:
+    the scores are computed for non-pad target positions only, a block of rows at a time, and never stored.
+
+    Against the projection followed by :func:`label_smoothed_nll` this skips the padding rows' share of the
+    output projection and keeps the loss's memory at one block instead of several ``(N, V)`` buffers (scores, their
+    float32 copy, the softmax, the gradient). Under CPU or GPU autocast the matrix products run in the autocast
+    dtype (like ``F.linear`` there) and the softmax in float32.
+
+    Args:
+        hidden: ``(..., d)`` decoder outputs before the output projection.
+        weight: ``(V, d)`` output projection (the tied embedding table, or the separate output layer's weight).
+        target: ``(...)`` gold ids; ``ignore_index`` positions count nowhere.
+        epsilon: the smoothing mass ε in [0, 1).
+
+    Returns:
+        ``(loss, nll)``: the *sums* of the smoothed loss (differentiable, with respect to ``hidden`` and
+        ``weight``) and of the plain NLL (for logging; not differentiable: its gradient is never needed in
+        training). The gradients are computed in the forward pass (tested against autograd through the
+        unfused path); a second backward through the same graph is not supported.
+    """
+    if not 0.0 <= epsilon < 1.0:
+        raise ConfigError(f"label smoothing must be in [0, 1), got {epsilon}")
+    d = hidden.shape[-1]
+    if weight.dim() != 2 or weight.shape[1] != d:
+        raise ConfigError(f"output weight of shape {tuple(weight.shape)} does not match hidden size {d}")
+    dev = hidden.device.type
+    cdtype = torch.get_autocast_dtype(dev) if torch.is_autocast_enabled(dev) else hidden.dtype
+    return _ProjectedSmoothedCrossEntropy.apply(hidden.reshape(-1, d), weight, target.reshape(-1), float(epsilon),
+                                                int(ignore_index), cdtype)
+
+
 #: how auxiliary losses enter the objective (TrainConfig.aux_loss_mode; SPEC §6.3's dpe_loss_mode)
 AUX_LOSS_MODES = ("paper", "fairseq")
 

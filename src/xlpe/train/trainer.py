@@ -50,7 +50,7 @@ from xlpe.runtime import (Distributed, MetricsLog, autocast_context, get_rng_sta
                           resolve_device, resume_path, seed_all, set_rng_state, unwrap, write_run_info)
 from xlpe.sources import check_channels, open_sources
 from xlpe.train.config import RESUME_FIXED, DataConfig, TrainConfig
-from xlpe.train.losses import combine_losses, label_smoothed_nll
+from xlpe.train.losses import combine_losses, projected_label_smoothed_nll
 from xlpe.train.schedule import build_scheduler
 
 log = logging.getLogger(__name__)
@@ -134,8 +134,9 @@ def evaluate_loss(model: torch.nn.Module, data: ParallelData, *, max_tokens: int
     for idx in TokenBatchSampler(data.num_tokens, budget, shuffle=False):
         b = collate([data[i] for i in idx]).to(device)
         with autocast():
-            logits = model(b.src, b.tgt_in, b.channels)
-        l, n = label_smoothed_nll(logits, b.tgt_out, label_smoothing, ignore_index=PAD_ID, reduction="sum")
+            hidden = model(b.src, b.tgt_in, b.channels, features_only=True)
+            l, n = projected_label_smoothed_nll(hidden, unwrap(model).output_weight, b.tgt_out, label_smoothing,
+                                                ignore_index=PAD_ID)
         loss, nll, ntok = loss + l.item(), nll + n.item(), ntok + b.ntokens
     model.train(was_training)
     return {"valid_loss": loss / ntok, "valid_nll": nll / ntok, "valid_ppl": math.exp(min(nll / ntok, 50.0))}
@@ -346,11 +347,10 @@ def train(model_cfg, train_cfg: TrainConfig, data: DataConfig) -> TrainResult:
                 sync = model.no_sync() if dist_.enabled and k < len(micro) - 1 else contextlib.nullcontext()
                 with sync:
                     with autocast():
-                        logits, aux = model(b.src, b.tgt_in, b.channels, return_aux=True)
-                    loss_sum, nll_sum = label_smoothed_nll(logits, b.tgt_out, cfg.label_smoothing,
-                                                           ignore_index=PAD_ID, reduction="sum",
-                                                           overwrite_logits=True)
-                    del logits          # now the loss's softmax buffer: nothing else may read it
+                        hidden, aux = model(b.src, b.tgt_in, b.channels, return_aux=True, features_only=True)
+                        # the output projection and the loss, fused and in row blocks (no (N, V) buffers)
+                        loss_sum, nll_sum = projected_label_smoothed_nll(hidden, net.output_weight, b.tgt_out,
+                                                                         cfg.label_smoothing, ignore_index=PAD_ID)
                     obj, parts = combine_losses(loss_sum, aux, aux_weights, mode=cfg.aux_loss_mode,
                                                 ntokens=b.ntokens)
                     obj = obj * scale
