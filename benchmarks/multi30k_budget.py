@@ -76,6 +76,7 @@ DEFAULT_WORK = REPO.parent / "runs" / "multi30k"
 DEFAULT_VENV = REPO.parent / "fairseq-venv"
 SPLITS = ("train", "val", "test_2016_flickr", "test_2017_flickr")
 TESTS = {"test_2016_flickr": "test", "test_2017_flickr": "test1"}     # our name -> fairseq's gen-subset
+DEV = {"val": "valid"}          # scored too: settings are chosen on val, reported on the tests
 SRC, TGT = "en", "de"
 
 #: the `small` shape and optimiser of the issue, in each tool's words
@@ -241,9 +242,16 @@ def xlpe_train_cmd(data: Path, prep: Path, out: Path, *, pe: list[str], amp: str
                    init: str = "fairseq", batch_multiple: int = 1, minutes: float | None = None,
                    max_updates: int | None = None, dev: bool = True,
                    log_every: int = 100, save_every: int = 1000, validate_every: int = 1000,
-                   keep_last: int = 5) -> list[str]:
+                   keep_last: int = 5, optim: dict | None = None) -> list[str]:
+    """``optim`` overrides options of XLPE_OPTIM / adds others (``{"--lr": "2e-3", "--schedule": "linear_time"}``)."""
+    opts = list(XLPE_OPTIM)
+    for flag, value in (optim or {}).items():
+        if flag in opts:
+            opts[opts.index(flag) + 1] = str(value)
+        else:
+            opts += [flag, str(value)]
     cmd = xlpe_cmd("train", "--train-src", data / f"train.{SRC}", "--train-tgt", data / f"train.{TGT}",
-                   "--subword-model", prep / "spm.model", *XLPE_MODEL, "--pe", *pe, *XLPE_OPTIM,
+                   "--subword-model", prep / "spm.model", *XLPE_MODEL, "--pe", *pe, *opts,
                    "--init", init, "--batch-multiple", batch_multiple,
                    "--amp", amp, "--threads", threads, "--device", "cpu", "--no-progress", "--out", out,
                    "--log-every", log_every, "--save-every", save_every, "--validate-every", validate_every,
@@ -399,11 +407,23 @@ def mark_average(a, out: Path, key: str, updates: int) -> Path | None:
     return dest
 
 
+def xlpe_optim(a) -> dict:
+    """The optimisation settings that differ from XLPE_OPTIM's (flag -> value)."""
+    base = dict(zip(XLPE_OPTIM[::2], XLPE_OPTIM[1::2]))
+    want = {"--lr": a.lr, "--warmup": a.warmup, "--max-tokens": a.max_tokens, "--schedule": a.schedule}
+    base["--schedule"] = "inverse_sqrt"
+
+    def same(k, v):
+        return str(v) == base[k] if k == "--schedule" else float(v) == float(base[k])
+    return {k: f"{v:g}" if isinstance(v, float) else str(v) for k, v in want.items() if v is not None and not same(k, v)}
+
+
 def run_dir_name(a) -> str:
     if a.system == "xlpe":
         extra = "" if a.init == "xavier" else f"-{a.init}init"
         extra += "" if a.batch_multiple == 1 else f"-m{a.batch_multiple}"
         extra += "" if a.save_every == 1000 else f"-s{a.save_every}"
+        extra += "".join(f"-{k.lstrip('-')}{v}" for k, v in xlpe_optim(a).items())
         return f"xlpe-{'+'.join(a.pe)}-{a.amp}-t{a.threads}{extra}"
     extra = "" if a.save_every == 1000 else f"-s{a.save_every}"
     return f"fairseq-t{a.threads}-w{a.fairseq_num_workers}{extra}"
@@ -427,6 +447,12 @@ def main(argv: list[str] | None = None) -> dict:
                          "xlpe default 1000, fairseq: end of epoch); needed by --average")
     ap.add_argument("--average", type=int, default=0,
                     help="also score, at every mark, the average of the last N checkpoints (0 = off)")
+    ap.add_argument("--lr", type=float, default=None, help="xlpe peak learning rate (default 1e-3, the peer's)")
+    ap.add_argument("--warmup", type=int, default=None, help="xlpe warm-up updates (default 400)")
+    ap.add_argument("--schedule", choices=("inverse_sqrt", "linear_time"), default=None,
+                    help="xlpe learning-rate schedule (default inverse_sqrt, the peer's; linear_time decays to 0 "
+                         "over each segment's time budget, so use it with one mark: --marks with no value)")
+    ap.add_argument("--max-tokens", type=int, default=None, help="xlpe batch token budget (default 4096)")
     ap.add_argument("--minutes", type=float, default=40.0, help="training-time budget (minutes)")
     ap.add_argument("--marks", type=float, nargs="*", default=[20.0, 30.0],
                     help="earlier time marks (minutes) whose checkpoints are also scored")
@@ -446,6 +472,8 @@ def main(argv: list[str] | None = None) -> dict:
     a = ap.parse_args(argv)
     if a.system == "fairseq" and a.amp != "none":
         ap.error("--amp bf16 is measured for xlpe only")
+    if a.system == "fairseq" and any(v is not None for v in (a.lr, a.warmup, a.schedule, a.max_tokens)):
+        ap.error("--lr/--warmup/--schedule/--max-tokens change xlpe's settings only")
     machine = machine_state()
     data, work = a.data.resolve(), a.work.resolve()
     prep = prepare(data, work, vocab=a.vocab_size, venv=a.fairseq_venv if a.system == "fairseq" else None,
@@ -467,7 +495,7 @@ def main(argv: list[str] | None = None) -> dict:
             train_out = out / "train"
             r = run(xlpe_train_cmd(data, prep, train_out, pe=a.pe, amp=a.amp, threads=a.threads, init=a.init,
                                    batch_multiple=a.batch_multiple, minutes=m, save_every=a.save_every,
-                                   keep_last=max(10, a.average)),
+                                   keep_last=max(10, a.average), optim=xlpe_optim(a)),
                     log=seg_log)
             last = json.loads([l for l in r["output"].splitlines() if l.startswith("{")][-1])
             ck, updates, reason = Path(last["checkpoint"]), int(last["step"]), last["stop_reason"]
@@ -498,7 +526,7 @@ def main(argv: list[str] | None = None) -> dict:
             res = results.setdefault(key + tag, {"updates": segments[key]["updates"]})
             if tag:
                 res["averaged_last"] = a.average
-            for test, subset in TESTS.items():
+            for test, subset in {**DEV, **TESTS}.items():
                 ml = "" if a.max_len_a is None and a.max_len_b is None else f".ml{a.max_len_a}-{a.max_len_b}"
                 hyp = out / f"hyp_{key}min{tag}.{test}.beam{a.beam}.lp{a.lenpen:g}{ml}.{TGT}"
                 timing_path = hyp.with_suffix(hyp.suffix + ".json")

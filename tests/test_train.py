@@ -207,6 +207,35 @@ def test_constant_and_linear():
         Schedule("cosine")
 
 
+def test_linear_time_values():
+    """Warm-up in updates, then a line from lr to end_lr over the rest of the time budget: with p the budget
+    share used after n updates, the warm-up ended at p·warmup/n, so the rate is (1 − p)/(1 − p·warmup/n) of
+    the way from end_lr to lr."""
+    s = Schedule("linear_time", lr=1.0, warmup=4, warmup_init_lr=0.0, end_lr=0.1)
+    assert [s.lr_at(n, 0.01 * n) for n in (0, 2)] == [0.0, 0.5]
+    assert s.lr_at(4, 0.25) == pytest.approx(1.0)                     # continuous at the end of warm-up
+    assert s.lr_at(10, 0.625) == pytest.approx(0.1 + 0.9 * 0.5)       # p_w = 0.25: half-way through the rest
+    assert s.lr_at(16, 1.0) == s.lr_at(20, 1.3) == 0.1
+    with pytest.raises(ConfigError, match="progress"):
+        s.lr_at(10)
+    with pytest.raises(ConfigError, match="clock"):
+        build_scheduler(torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0), s)
+    with pytest.raises(ConfigError, match="max_time_minutes"):
+        TrainConfig(schedule="linear_time")
+
+
+def test_linear_time_schedule_in_training(toy, tmp_path):
+    """A run stopped by time with the linear_time schedule: the rate rises over the warm-up, then only falls,
+    and the last updates run near end_lr."""
+    r = train(tiny_model_config(), quick_train_config(tmp_path / "t", schedule="linear_time", max_time_minutes=0.03,
+                                                      warmup=4, lr=3e-3, log_every=1), _data(toy))
+    assert r.stop_reason == "max_time"
+    lrs = [float(row["lr"]) for row in csv.DictReader(open(tmp_path / "t" / "train_log.csv"))]
+    assert len(lrs) > 8 and lrs[3] < lrs[4] == pytest.approx(3e-3)
+    assert all(a >= b for a, b in zip(lrs[4:], lrs[5:]))
+    assert lrs[-1] < 0.2 * 3e-3
+
+
 def test_scheduler_drives_optimizer():
     p = torch.nn.Parameter(torch.zeros(1))
     opt = torch.optim.SGD([p], lr=123.0)

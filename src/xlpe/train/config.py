@@ -104,7 +104,8 @@ class TrainConfig:
     schedule: str = option("inverse_sqrt", "learning-rate schedule (see xlpe.train.schedule)", choices=SCHEDULES)
     warmup: int = option(4000, "linear warm-up updates")
     warmup_init_lr: float = option(1e-7, "learning rate of the first update (start of the warm-up)")
-    end_lr: float = option(0.0, "final learning rate of the 'linear' schedule (reached at max_updates)")
+    end_lr: float = option(0.0, "final learning rate of the 'linear' schedule (reached at max_updates) and of "
+                                 "'linear_time' (reached when max_time_minutes is spent)")
     label_smoothing: float = option(0.1, "label smoothing epsilon")
     clip_norm: float = option(0.0, "clip the gradient norm to this value (0 = no clipping)")
     aux_weights: dict[str, float] = option(help="weight of an auxiliary loss the model returns, NAME=W, over the "
@@ -170,6 +171,8 @@ class TrainConfig:
             bad.append("limits and intervals must be >= 0")
         if self.log_every < 1:
             bad.append("log_every must be >= 1")
+        if self.schedule == "linear_time" and not self.max_time_minutes > 0:
+            bad.append("schedule='linear_time' decays over the training-time budget: set max_time_minutes")
         neg = sorted(k for k, w in self.aux_weights.items() if not w >= 0)
         if neg:
             bad.append(f"aux_weights must be >= 0 (got {', '.join(f'{k}={self.aux_weights[k]}' for k in neg)})")

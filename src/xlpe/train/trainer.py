@@ -234,7 +234,8 @@ def train(model_cfg, train_cfg: TrainConfig, data: DataConfig) -> TrainResult:
         model = build_model(mcfg).to(device)
         optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr, betas=cfg.betas, eps=cfg.adam_eps,
                                      weight_decay=cfg.weight_decay)
-        scheduler = build_scheduler(optimizer, cfg.schedule_obj())
+        budget_used = [0.0]         # linear_time: the share of max_time_minutes spent, set before each step
+        scheduler = build_scheduler(optimizer, cfg.schedule_obj(), progress=lambda: budget_used[0])
         scaler = torch.amp.GradScaler("cuda") if cfg.amp == "fp16" else None
         sampler = TokenBatchSampler(train_data.num_tokens, cfg.max_tokens, max_sentences=cfg.max_sentences,
                                     shuffle=True, seed=cfg.seed, bucket=cfg.bucket,
@@ -366,6 +367,9 @@ def train(model_cfg, train_cfg: TrainConfig, data: DataConfig) -> TrainResult:
                 scaler.update()
             else:
                 optimizer.step()
+            if cfg.schedule == "linear_time":           # every rank uses the main process's clock
+                spent = wall_before + (time.monotonic() - t0)
+                budget_used[0] = dist_.broadcast(spent) / (cfg.max_time_minutes * 60)
             scheduler.step()
             step += 1
             interval.gnorm += float(gnorm)
