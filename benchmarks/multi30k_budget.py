@@ -250,8 +250,13 @@ def xlpe_train_cmd(data: Path, prep: Path, out: Path, *, pe: list[str], amp: str
             opts[opts.index(flag) + 1] = str(value)
         else:
             opts += [flag, str(value)]
+    model = list(XLPE_MODEL)
+    if "--dropout" in opts:                       # a model option: replace the peer's 0.3
+        i = opts.index("--dropout")
+        model[model.index("--dropout") + 1] = opts[i + 1]
+        del opts[i:i + 2]
     cmd = xlpe_cmd("train", "--train-src", data / f"train.{SRC}", "--train-tgt", data / f"train.{TGT}",
-                   "--subword-model", prep / "spm.model", *XLPE_MODEL, "--pe", *pe, *opts,
+                   "--subword-model", prep / "spm.model", *model, "--pe", *pe, *opts,
                    "--init", init, "--batch-multiple", batch_multiple,
                    "--amp", amp, "--threads", threads, "--device", "cpu", "--no-progress", "--out", out,
                    "--log-every", log_every, "--save-every", save_every, "--validate-every", validate_every,
@@ -410,8 +415,10 @@ def mark_average(a, out: Path, key: str, updates: int) -> Path | None:
 def xlpe_optim(a) -> dict:
     """The optimisation settings that differ from XLPE_OPTIM's (flag -> value)."""
     base = dict(zip(XLPE_OPTIM[::2], XLPE_OPTIM[1::2]))
-    want = {"--lr": a.lr, "--warmup": a.warmup, "--max-tokens": a.max_tokens, "--schedule": a.schedule}
+    want = {"--lr": a.lr, "--warmup": a.warmup, "--max-tokens": a.max_tokens, "--schedule": a.schedule,
+            "--dropout": a.dropout}
     base["--schedule"] = "inverse_sqrt"
+    base["--dropout"] = XLPE_MODEL[XLPE_MODEL.index("--dropout") + 1]
 
     def same(k, v):
         return str(v) == base[k] if k == "--schedule" else float(v) == float(base[k])
@@ -453,6 +460,7 @@ def main(argv: list[str] | None = None) -> dict:
                     help="xlpe learning-rate schedule (default inverse_sqrt, the peer's; linear_time decays to 0 "
                          "over each segment's time budget, so use it with one mark: --marks with no value)")
     ap.add_argument("--max-tokens", type=int, default=None, help="xlpe batch token budget (default 4096)")
+    ap.add_argument("--dropout", type=float, default=None, help="xlpe dropout (default 0.3, the peer's)")
     ap.add_argument("--minutes", type=float, default=40.0, help="training-time budget (minutes)")
     ap.add_argument("--marks", type=float, nargs="*", default=[20.0, 30.0],
                     help="earlier time marks (minutes) whose checkpoints are also scored")
@@ -472,8 +480,8 @@ def main(argv: list[str] | None = None) -> dict:
     a = ap.parse_args(argv)
     if a.system == "fairseq" and a.amp != "none":
         ap.error("--amp bf16 is measured for xlpe only")
-    if a.system == "fairseq" and any(v is not None for v in (a.lr, a.warmup, a.schedule, a.max_tokens)):
-        ap.error("--lr/--warmup/--schedule/--max-tokens change xlpe's settings only")
+    if a.system == "fairseq" and any(v is not None for v in (a.lr, a.warmup, a.schedule, a.max_tokens, a.dropout)):
+        ap.error("--lr/--warmup/--schedule/--max-tokens/--dropout change xlpe's settings only")
     machine = machine_state()
     data, work = a.data.resolve(), a.work.resolve()
     prep = prepare(data, work, vocab=a.vocab_size, venv=a.fairseq_venv if a.system == "fairseq" else None,

@@ -117,6 +117,9 @@ class _ProjectedSmoothedCrossEntropy(torch.autograd.Function):
             keep = (target != ignore_index).nonzero().squeeze(1)
             hs, ts = h.index_select(0, keep).to(cdtype), target.index_select(0, keep)
             wc = weight.to(cdtype)
+            # the gradient products run in bf16 like autocast's backward; fp16 (GPU) would flush the small
+            # softmax gradients to zero without the loss scaler's help, so they run in float32 there
+            gdtype = torch.float32 if cdtype == torch.float16 else cdtype
             V = weight.shape[0]
             rows = max(1, _PROJ_BLOCK // V)
             loss = h.new_zeros((), dtype=torch.float32)
@@ -137,11 +140,12 @@ class _ProjectedSmoothedCrossEntropy(torch.autograd.Function):
                 if want:
                     g = z.mul_(sumexp.reciprocal_()[:, None]).sub_(epsilon / V)       # the softmax, shifted
                     g.scatter_add_(1, tb[:, None], g.new_full((len(tb), 1), -(1.0 - epsilon)))
-                    g = g.to(cdtype)
+                    if gdtype != torch.float32:
+                        g = g.to(gdtype)
                     if dh is not None:
-                        dh[s:s + rows] = g @ wc
+                        dh[s:s + rows] = g @ (wc if gdtype == cdtype else weight.float())
                     if dw is not None:
-                        dw += (g.t() @ hb).float()
+                        dw += (g.t() @ (hb if gdtype == cdtype else hb.float())).float()
             if want:
                 ctx.save_for_backward(keep, dh, dw)
                 ctx.h_shape, ctx.h_dtype, ctx.w_dtype = h.shape, h.dtype, weight.dtype
@@ -168,7 +172,8 @@ def projected_label_smoothed_nll(hidden: torch.Tensor, weight: torch.Tensor, tar
     Against the projection followed by :func:`label_smoothed_nll` this skips the padding rows' share of the
     output projection and keeps the loss's memory at one block instead of several ``(N, V)`` buffers (scores, their
     float32 copy, the softmax, the gradient). Under CPU or GPU autocast the matrix products run in the autocast
-    dtype (like ``F.linear`` there) and the softmax in float32.
+    dtype (like ``F.linear`` there) and the softmax in float32; under fp16 autocast the two gradient products run
+    in float32 (they are computed before any loss scaling, so fp16 would flush small gradients to zero).
 
     Args:
         hidden: ``(..., d)`` decoder outputs before the output projection.
