@@ -115,9 +115,12 @@ def test_projected_loss_equals_projection_then_loss(eps, monkeypatch):
         torch.testing.assert_close(h1.grad, h2.grad, rtol=1e-5, atol=1e-6)
         torch.testing.assert_close(w1.grad, w2.grad, rtol=1e-5, atol=1e-6)
         assert not h1.grad[2, 2:].any()
-    with torch.no_grad():
+    calls = []
+    monkeypatch.setattr(losses.torch.Tensor, "scatter_add_", lambda self, *a: calls.append(1) or self)
+    with torch.no_grad():                                            # validation: no gradient work at all
         l0, _ = projected_label_smoothed_nll(h2, w2, target, eps, ignore_index=0)
-    assert l0.item() == pytest.approx(rl.item(), rel=1e-5) and not l0.requires_grad
+    monkeypatch.undo()
+    assert l0.item() == pytest.approx(rl.item(), rel=1e-5) and not l0.requires_grad and not calls
     # a frozen output weight: only hidden gets a gradient
     h3 = h2.detach().clone().requires_grad_(True)
     projected_label_smoothed_nll(h3, w2.detach(), target, eps, ignore_index=0)[0].backward()

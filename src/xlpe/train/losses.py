@@ -111,15 +111,17 @@ class _ProjectedSmoothedCrossEntropy(torch.autograd.Function):
     ``dh = g W``, ``dW = gᵀ h``), so no ``(N, V)`` tensor outlives a block and the backward only scales them."""
 
     @staticmethod
-    def forward(ctx, h, weight, target, epsilon: float, ignore_index: int, cdtype):
+    def forward(ctx, h, weight, target, epsilon: float, ignore_index: int, cdtype, grad_mode: bool):
         with torch.autocast(h.device.type, enabled=False):
-            want = ctx.needs_input_grad[0] or ctx.needs_input_grad[1]
+            # forward runs with grad mode off: whether a backward can follow is the caller's grad mode
+            want = grad_mode and (ctx.needs_input_grad[0] or ctx.needs_input_grad[1])
             keep = (target != ignore_index).nonzero().squeeze(1)
             hs, ts = h.index_select(0, keep).to(cdtype), target.index_select(0, keep)
             wc = weight.to(cdtype)
             # the gradient products run in bf16 like autocast's backward; fp16 (GPU) would flush the small
             # softmax gradients to zero without the loss scaler's help, so they run in float32 there
             gdtype = torch.float32 if cdtype == torch.float16 else cdtype
+            wg = wc if gdtype == cdtype else weight.float()
             V = weight.shape[0]
             rows = max(1, _PROJ_BLOCK // V)
             loss = h.new_zeros((), dtype=torch.float32)
@@ -143,7 +145,7 @@ class _ProjectedSmoothedCrossEntropy(torch.autograd.Function):
                     if gdtype != torch.float32:
                         g = g.to(gdtype)
                     if dh is not None:
-                        dh[s:s + rows] = g @ (wc if gdtype == cdtype else weight.float())
+                        dh[s:s + rows] = g @ wg
                     if dw is not None:
                         dw += (g.t() @ (hb if gdtype == cdtype else hb.float())).float()
             if want:
@@ -161,7 +163,7 @@ class _ProjectedSmoothedCrossEntropy(torch.autograd.Function):
             grad_h = dh.new_zeros(ctx.h_shape).index_copy_(0, keep, dh.mul_(g)).to(ctx.h_dtype)
         if dw is not None:
             grad_w = dw.mul_(g).to(ctx.w_dtype)
-        return grad_h, grad_w, None, None, None, None
+        return grad_h, grad_w, None, None, None, None, None
 
 
 def projected_label_smoothed_nll(hidden: torch.Tensor, weight: torch.Tensor, target: torch.Tensor,
@@ -195,7 +197,7 @@ def projected_label_smoothed_nll(hidden: torch.Tensor, weight: torch.Tensor, tar
     dev = hidden.device.type
     cdtype = torch.get_autocast_dtype(dev) if torch.is_autocast_enabled(dev) else hidden.dtype
     return _ProjectedSmoothedCrossEntropy.apply(hidden.reshape(-1, d), weight, target.reshape(-1), float(epsilon),
-                                                int(ignore_index), cdtype)
+                                                int(ignore_index), cdtype, torch.is_grad_enabled())
 
 
 #: how auxiliary losses enter the objective (TrainConfig.aux_loss_mode; SPEC §6.3's dpe_loss_mode)
