@@ -367,9 +367,9 @@ def train(model_cfg, train_cfg: TrainConfig, data: DataConfig) -> TrainResult:
                 scaler.update()
             else:
                 optimizer.step()
+            wall = wall_before + (time.monotonic() - t0)    # training time so far, this update included
             if cfg.schedule == "linear_time":           # every rank uses the main process's clock
-                spent = wall_before + (time.monotonic() - t0)
-                budget_used[0] = dist_.broadcast(spent) / (cfg.max_time_minutes * 60)
+                budget_used[0] = dist_.broadcast(wall) / (cfg.max_time_minutes * 60)
             scheduler.step()
             step += 1
             interval.gnorm += float(gnorm)
@@ -378,7 +378,6 @@ def train(model_cfg, train_cfg: TrainConfig, data: DataConfig) -> TrainResult:
                 bar.update(1)
 
             # logging, validation, checkpoints, limits
-            wall = wall_before + (time.monotonic() - t0)
             if step % cfg.log_every == 0:
                 log_row()
             if cfg.max_time_minutes and dist_.decide(wall >= cfg.max_time_minutes * 60):
