@@ -48,7 +48,9 @@ so that they share the machine's noise; medians over rounds are reported):
   necessarily of the same age; the JSON names them): xlpe decode-only time (model loaded first, then
   ``translate_lines`` timed) and end-to-end wall, also with the fairseq stopping rule (``beam_stop``) and with
   bf16 weights (``dtype``); fairseq ``fairseq-generate``'s own "Translated ... in Xs"
-  (generation only) and end-to-end wall; xlpe batched beam against ``batch_size=1`` beam. BLEU of every output
+  (generation only) and end-to-end wall, also with glibc's allocator set as ``xlpe translate`` sets it
+  (``fairseq_*_malloc``: ``MALLOC_MMAP_THRESHOLD_``/``MALLOC_TRIM_THRESHOLD_``, see
+  ``xlpe.runtime.retain_freed_memory``); xlpe batched beam against ``batch_size=1`` beam. BLEU of every output
   is included as a sanity check.
 
 All paths are arguments (defaults relative to the repository root); prepared data is cached in ``--work/prep``
@@ -71,6 +73,8 @@ import multi30k_budget as mb  # noqa: E402
 
 D, F, H, L_ENC, L_DEC = 256, 1024, 4, 3, 3
 SYSTEMS = ("xlpe-ape", "xlpe-rpe", "fairseq", "xlpe-ape-bf16")
+#: glibc settings equal to xlpe.runtime.retain_freed_memory(), for the fairseq peer's "_malloc" decoding rows
+MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(2 ** 31 - 1)}
 #: with --before-src, these xlpe systems are also trained from the older source tree, named "<system>@before"
 BEFORE_SUFFIX = "@before"
 
@@ -238,6 +242,11 @@ def _xlpe_decode_main(argv: list[str]) -> None:
     a = ap.parse_args(argv)
     import torch
     torch.set_num_threads(a.threads)
+    try:                              # as `xlpe translate` does (older checkouts have no such set-up)
+        from xlpe.runtime import retain_freed_memory
+        retain_freed_memory()
+    except ImportError:
+        pass
     kw = {} if a.dtype == "float32" else {"dtype": a.dtype}        # older checkouts have no dtype option
     if a.beam_stop != "exhaust":
         kw["beam_stop"] = a.beam_stop
@@ -300,6 +309,9 @@ def decode_bench(a, data: Path, prep: Path, work: Path) -> dict:
             jobs.append((f"xlpe_{kind}", dict(beam=beam, greedy=beam == 1, batch_size=a.decode_batch_size)))
         if fck:
             jobs.append((f"fairseq_{kind}", dict(beam=beam, batch_size=a.decode_batch_size)))
+            # fairseq with the allocator set-up of `xlpe translate` (xlpe.runtime.retain_freed_memory), through
+            # glibc's environment variables: what the same set-up gives the peer
+            jobs.append((f"fairseq_{kind}_malloc", dict(beam=beam, batch_size=a.decode_batch_size, env=MALLOC_ENV)))
     if xck:
         bs = a.decode_batch_size
         jobs.append(("xlpe_beam5_fairseqstop", dict(beam=5, greedy=False, batch_size=bs, beam_stop="fairseq")))
@@ -346,6 +358,9 @@ def decode_bench(a, data: Path, prep: Path, work: Path) -> dict:
                                   f"xlpe_fairseqstop_over_fairseq_{k}": (f"xlpe_{k}_fairseqstop", f"fairseq_{k}"),
                                   f"xlpe_fairseqstop_bf16_over_fairseq_{k}": (f"xlpe_{k}_fairseqstop_bf16",
                                                                              f"fairseq_{k}"),
+                                  f"xlpe_over_fairseq_malloc_{k}": (f"xlpe_{k}", f"fairseq_{k}_malloc"),
+                                  f"xlpe_bf16_over_fairseq_malloc_{k}": (f"xlpe_{k}_bf16", f"fairseq_{k}_malloc"),
+                                  f"fairseq_malloc_over_fairseq_{k}": (f"fairseq_{k}_malloc", f"fairseq_{k}"),
                                   f"xlpe_bf16_over_fp32_{k}": (f"xlpe_{k}_bf16", f"xlpe_{k}"),
                                   f"xlpe_{k}_over_before": (f"xlpe_{k}", f"xlpe_before_{k}")}.items():
             if sps(num) and sps(den):

@@ -330,16 +330,17 @@ def xlpe_decode(ckpt: Path, src: Path, hyp: Path, *, beam: int = 5, greedy: bool
 def fairseq_decode(venv: Path, prep: Path, ckpt: Path, subset: str, hyp: Path, *, beam: int = 5,
                    batch_size: int = 64, lenpen: float = 1.0, threads: int = 2, expect: int | None = None,
                    max_len_a: float | None = None, max_len_b: float | None = None,
-                   bin_dir: Path | None = None) -> dict:
+                   bin_dir: Path | None = None, env: dict | None = None) -> dict:
     """fairseq-generate on the binarised ``subset`` (of ``bin_dir``, default ``prep/fairseq-bin``); hypotheses (pieces) detokenised with the shared
-    sentencepiece model and written in the original order. Returns wall time and fairseq's own timing."""
+    sentencepiece model and written in the original order. Returns wall time and fairseq's own timing. ``env``:
+    extra environment variables (e.g. glibc's ``MALLOC_*``)."""
     from xlpe.data.subword import SubwordModel
     log = hyp.with_suffix(hyp.suffix + ".log")
     cmd = [fairseq_bin(venv, "fairseq-generate"), bin_dir or prep / "fairseq-bin", "--task", "translation",
            "--source-lang", SRC, "--target-lang", TGT, "--path", ckpt, "--gen-subset", subset,
            "--beam", beam, "--nbest", 1, "--lenpen", lenpen, "--batch-size", batch_size,
            "--required-batch-size-multiple", 1, "--cpu", "--num-workers", 0, *_max_len(max_len_a, max_len_b)]
-    r = run(cmd, log=log, env=fairseq_env(threads))
+    r = run(cmd, log=log, env={**fairseq_env(threads), **(env or {})})
     hyps: dict[int, str] = {}
     for line in r["output"].splitlines():
         if line.startswith("H-"):

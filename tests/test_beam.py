@@ -215,3 +215,43 @@ def test_beam_outputs_are_plain_tensors():
     for h in beam_search(m, src, beam=3, return_attn_layer=-1) + greedy(m, src, return_attn_layer=-1):
         assert not h.attn.is_inference()
         h.attn.mul_(2)
+
+
+@pytest.mark.parametrize("V_", [16, 200, 1003])
+@pytest.mark.parametrize("chunk", [4, 7, 64])
+def test_chunked_topk_is_a_topk(V_, chunk):
+    """Values equal ``topk``'s exactly, best first; ids point at them, distinct per row, valid even among ties
+    (bf16-rounded rows have many) and in rows with fewer finite values than k."""
+    from xlpe.infer.beam import chunked_topk
+    g = torch.Generator().manual_seed(V_ + chunk)
+    x = (torch.randn(40, V_, generator=g) * 4).bfloat16().float()
+    x[3] = float("-inf")
+    x[3, 5] = 0.5
+    x[4, : V_ // 2] = float("-inf")
+    for k in (1, 2, 5, 10):
+        v, ids = chunked_topk(x, k, chunk)
+        ref, _ = x.topk(k, dim=-1)
+        assert torch.equal(v, ref)
+        assert ids.min() >= 0 and ids.max() < V_
+        fin = torch.isfinite(v)
+        assert torch.equal(x.gather(1, ids)[fin], v[fin])
+        assert all(len(set(r[f].tolist())) == int(f.sum()) for r, f in zip(ids, fin))
+
+
+@pytest.mark.parametrize("stop", ["fairseq", "exhaust"])
+def test_beam_with_chunked_topk_equals_plain_topk(stop, monkeypatch):
+    """The decoders pick candidates through chunk maxima (xlpe.infer.beam.chunked_topk); with chunks small
+    enough to take that path on a 200-piece vocabulary (with and without a short last chunk), beam search and
+    greedy give what plain ``topk`` gives."""
+    import xlpe.infer.beam as beam_mod
+    torch.manual_seed(3)
+    m = build_model(TransformerConfig.from_preset("tiny", src_vocab_size=200))
+    g = torch.Generator().manual_seed(4)
+    src = pad_batch([torch.randint(4, 200, (n,), generator=g).tolist() for n in (3, 6, 4, 8, 5)])
+    runs = {}
+    for chunk in (10 ** 6, 4, 7):          # 10**6: no full chunk, so plain topk
+        monkeypatch.setattr(beam_mod, "TOPK_CHUNK", chunk)
+        b = beam_search(m, src, beam=4, lenpen=1.0, stop=stop)
+        gr = greedy(m, src)
+        runs[chunk] = ([h.tokens for h in b], [h.score for h in b], [h.tokens for h in gr])
+    assert runs[4] == runs[10 ** 6] and runs[7] == runs[10 ** 6]

@@ -1,6 +1,7 @@
 """The training runtime that every training loop shares (the NMT trainer, the Cross-Align trainer): the
 device, DDP set-up, autocast, seeds and RNG states, a progress bar, the metrics log, where to resume from,
-and the run record (command, configs, library versions).
+and the run record (command, configs, library versions); and the C allocator's set-up for decoding
+(:func:`retain_freed_memory`).
 
 A loop owns its own code, as a torchtune recipe does, and calls these utilities::
 
@@ -121,6 +122,40 @@ def resolve_device(device: str | torch.device, dist: Distributed | None = None) 
         if dev.index is not None and dev.index >= torch.cuda.device_count():
             raise ConfigError(f"device {device!r} asked for but there are {torch.cuda.device_count()} GPU(s)")
     return dev
+
+
+# -- the C allocator -----------------------------------------------------------------------------------------
+
+#: glibc's ``mallopt`` parameters (malloc.h)
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+#: the user's own glibc settings, which :func:`retain_freed_memory` leaves alone
+MALLOC_ENV = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
+
+
+def retain_freed_memory(mmap_threshold_mb: int = 32) -> bool:
+    """Make glibc keep freed memory for reuse instead of handing it back to the OS; returns whether it did.
+
+    Decoding allocates and frees blocks of megabytes at every step (the ``(rows, V)`` logits and
+    log-probabilities, the feed-forward activations). With glibc's defaults such blocks come from fresh ``mmap``
+    pages, or the heap top is trimmed after they are freed, so every step pays page faults to zero new pages.
+    This serves blocks below ``mmap_threshold_mb`` (glibc's maximum, 32 MiB, by default) from the heap and never
+    trims it: the process's resident memory stays at its peak. Process-wide and for good (glibc's adaptive
+    thresholds are off after it). Does nothing off glibc, or when ``MALLOC_MMAP_THRESHOLD_`` or
+    ``MALLOC_TRIM_THRESHOLD_`` is set (the user's choice wins). ``xlpe translate`` calls it; API users who
+    decode in a long-lived process of their own call it if they want it. Measured in ``docs/results/speed.md``.
+    """
+    if sys.platform != "linux" or any(k in os.environ for k in MALLOC_ENV):
+        return False
+    import ctypes
+    try:
+        libc = ctypes.CDLL(None)
+        if not hasattr(libc, "gnu_get_libc_version"):      # musl and others: another allocator
+            return False
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
+    return bool(mallopt(_M_MMAP_THRESHOLD, mmap_threshold_mb << 20)) and bool(mallopt(_M_TRIM_THRESHOLD, 2 ** 31 - 1))
 
 
 AMP_MODES = ("none", "bf16", "fp16")
