@@ -30,7 +30,9 @@ Two stopping rules (``stop``):
 With either rule ``beam=1`` is exactly greedy search.
 
 Cost: each step ranks the ``K·C`` candidates made of every live beam's ``C`` best tokens (``C = 2K`` or ``K``;
-the ``C`` best extensions of a sentence are always among them) instead of all ``K·V``; a sentence that is done
+the ``C`` best extensions of a sentence are always among them) instead of all ``K·V``, and finds a beam's ``C``
+best through the maxima of 64-token chunks (:func:`chunked_topk`; a full-row ``topk`` is slower than the
+log-softmax on CPU); a sentence that is done
 leaves the live batch (its decoder rows and cached keys/values are dropped), so later steps cost nothing for it;
 the beams of a sentence share one memory row (its cross-attention keys and values are projected, stored and read
 once, as one block of K queries, and never reordered when beams are re-ranked); only the live beams are
@@ -140,12 +142,12 @@ def chunked_topk(x: Tensor, k: int, chunk: int | None = None) -> tuple[Tensor, T
     chunks of ``chunk`` consecutive elements with the largest maxima hold a top-``k`` set (each of their maxima is
     at least every element of the other chunks), so one vectorised ``amax`` pass over the row and a top-``k`` of
     ``k * chunk`` candidates replace a top-``k`` over ``V`` (several times slower on CPU, as is ``max`` with its
-    index). Ties may pick other ids of equal values than ``topk`` would. Rows shorter than a few chunks use
-    ``topk`` itself. ``chunk``: default :data:`TOPK_CHUNK`."""
+    index). Ties may pick other ids of equal values than ``topk`` would. Rows shorter than a few chunks, and
+    tensors on a GPU (whose ``topk`` is fast), use ``topk`` itself. ``chunk``: default :data:`TOPK_CHUNK`."""
     N, V = x.shape
     chunk = chunk or TOPK_CHUNK
     n_full = V // chunk
-    if n_full <= 2 * k:
+    if n_full <= 2 * k or x.device.type != "cpu":
         return x.topk(k, dim=-1)
     tail = V - n_full * chunk
     cmax = x[:, :n_full * chunk].unflatten(1, (n_full, chunk)).amax(-1)          # (N, V // chunk)
