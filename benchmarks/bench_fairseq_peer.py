@@ -73,8 +73,7 @@ import multi30k_budget as mb  # noqa: E402
 
 D, F, H, L_ENC, L_DEC = 256, 1024, 4, 3, 3
 SYSTEMS = ("xlpe-ape", "xlpe-rpe", "fairseq", "xlpe-ape-bf16")
-#: glibc settings equal to xlpe.runtime.retain_freed_memory(), for the fairseq peer's "_malloc" decoding rows
-MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(2 ** 31 - 1)}
+
 #: with --before-src, these xlpe systems are also trained from the older source tree, named "<system>@before"
 BEFORE_SUFFIX = "@before"
 
@@ -271,6 +270,7 @@ def newest_mark(run_dir: Path) -> Path | None:
 
 
 def decode_bench(a, data: Path, prep: Path, work: Path) -> dict:
+    from xlpe.runtime import retained_memory_env
     xck = a.xlpe_checkpoint or newest_mark(work / "budget" / f"xlpe-ape-none-t{a.threads}-fairseqinit")
     fck = a.fairseq_checkpoint or newest_mark(work / "budget" / f"fairseq-t{a.threads}-w{a.fairseq_num_workers}")
     test = "test_2016_flickr"
@@ -311,7 +311,8 @@ def decode_bench(a, data: Path, prep: Path, work: Path) -> dict:
             jobs.append((f"fairseq_{kind}", dict(beam=beam, batch_size=a.decode_batch_size)))
             # fairseq with the allocator set-up of `xlpe translate` (xlpe.runtime.retain_freed_memory), through
             # glibc's environment variables: what the same set-up gives the peer
-            jobs.append((f"fairseq_{kind}_malloc", dict(beam=beam, batch_size=a.decode_batch_size, env=MALLOC_ENV)))
+            jobs.append((f"fairseq_{kind}_malloc", dict(beam=beam, batch_size=a.decode_batch_size,
+                                                                      env=retained_memory_env())))
     if xck:
         bs = a.decode_batch_size
         jobs.append(("xlpe_beam5_fairseqstop", dict(beam=5, greedy=False, batch_size=bs, beam_stop="fairseq")))

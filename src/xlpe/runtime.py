@@ -130,6 +130,14 @@ def resolve_device(device: str | torch.device, dist: Distributed | None = None) 
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 #: the user's own glibc settings, which :func:`retain_freed_memory` leaves alone
 MALLOC_ENV = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
+#: the trim threshold :func:`retain_freed_memory` sets (the largest C int: never trim)
+_NEVER_TRIM = 2 ** 31 - 1
+
+
+def retained_memory_env(mmap_threshold_mb: int = 32) -> dict[str, str]:
+    """The environment variables (:data:`MALLOC_ENV`) that give another process what
+    :func:`retain_freed_memory` sets in this one (the benchmarks give them to fairseq)."""
+    return dict(zip(MALLOC_ENV, (str(mmap_threshold_mb << 20), str(_NEVER_TRIM))))
 
 
 def retain_freed_memory(mmap_threshold_mb: int = 32) -> bool:
@@ -155,7 +163,7 @@ def retain_freed_memory(mmap_threshold_mb: int = 32) -> bool:
     except (OSError, AttributeError):
         return False
     mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
-    return bool(mallopt(_M_MMAP_THRESHOLD, mmap_threshold_mb << 20)) and bool(mallopt(_M_TRIM_THRESHOLD, 2 ** 31 - 1))
+    return bool(mallopt(_M_MMAP_THRESHOLD, mmap_threshold_mb << 20)) and bool(mallopt(_M_TRIM_THRESHOLD, _NEVER_TRIM))
 
 
 AMP_MODES = ("none", "bf16", "fp16")
