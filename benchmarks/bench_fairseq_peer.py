@@ -25,7 +25,8 @@ and ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1`` (torch >= 2.6 refuses fairseq's check
 ``fairseq-generate`` gets ``--required-batch-size-multiple 1`` (otherwise it silently drops sentences), and the
 number of hypotheses is checked against the test set.
 
-What is measured (systems interleaved round by round — xlpe ape, xlpe rpe, fairseq, xlpe ape bf16, then again —
+What is measured (systems interleaved round by round — xlpe ape, xlpe rpe, fairseq, xlpe ape bf16 (autocast), xlpe
+ape bf16pure (bf16 weights, float32 masters), then again —
 so that they share the machine's noise; medians over rounds are reported):
 
 * **Training throughput**: target tokens per second (non-pad target tokens incl. EOS, both tools' count) of
@@ -72,7 +73,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import multi30k_budget as mb  # noqa: E402
 
 D, F, H, L_ENC, L_DEC = 256, 1024, 4, 3, 3
-SYSTEMS = ("xlpe-ape", "xlpe-rpe", "fairseq", "xlpe-ape-bf16")
+SYSTEMS = ("xlpe-ape", "xlpe-rpe", "fairseq", "xlpe-ape-bf16", "xlpe-ape-bf16pure")
+
+
+def _amp(system: str) -> str:
+    """The training precision of a system: ``...-bf16`` autocast, ``...-bf16pure`` bf16 weights with float32
+    masters (``xlpe.train.master``), otherwise float32."""
+    system = system.split("@")[0]
+    return "bf16-pure" if system.endswith("bf16pure") else "bf16" if system.endswith("bf16") else "none"
 
 #: with --before-src, these xlpe systems are also trained from the older source tree, named "<system>@before"
 BEFORE_SUFFIX = "@before"
@@ -180,12 +188,12 @@ def train_once(system: str, a, data: Path, prep: Path, run_dir: Path) -> dict:
     env = None
     if system.endswith(BEFORE_SUFFIX):          # the same system from the older source tree (--before-src)
         system, env = system[:-len(BEFORE_SUFFIX)], {"PYTHONPATH": str(a.before_src)}
-    timed = a.bf16_updates if system.endswith("bf16") else a.updates
+    timed = a.bf16_updates if _amp(system) != "none" else a.updates
     total = a.warmup_updates + timed
     log = run_dir / "stdout.log"
     if system.startswith("xlpe"):
         pe = ["rpe"] if "-rpe" in system else ["ape"]
-        amp = "bf16" if system.endswith("bf16") else "none"
+        amp = _amp(system)
         out = run_dir / "train"
         r = mb.run(mb.xlpe_train_cmd(data, prep, out, pe=pe, amp=amp, threads=a.threads, max_updates=total,
                                      dev=False, log_every=10, save_every=0, validate_every=0), log=log, env=env)
@@ -431,7 +439,7 @@ def main() -> None:
         flops = flops_per_target_token(src, tgt, vocab=8000)
         report["flops"] = flops
         peaks = {"fp32": [matmul_peak(a.threads)], "bf16": []}
-        if "xlpe-ape-bf16" in a.systems:
+        if any(_amp(s) != "none" for s in a.systems):
             peaks["bf16"].append(matmul_peak(a.threads, "bfloat16", min_reps=1))
         systems = list(a.systems)
         if a.before_src:
@@ -439,7 +447,7 @@ def main() -> None:
         runs: dict[str, list] = {s: [] for s in systems}
         for r in range(a.rounds):
             for s in systems:
-                if s.split("@")[0].endswith("bf16") and r >= a.bf16_rounds:
+                if _amp(s) != "none" and r >= a.bf16_rounds:
                     continue
                 res = train_once(s, a, data, prep, work / "bench" / f"{s}.r{r}")
                 res["round"] = r
@@ -461,7 +469,7 @@ def main() -> None:
                  "mfu_vs_fp32_peak": round(tps * fpt / 1e9 / peak32, 3),
                  "peak_rss_mb_max": max(x["peak_rss_mb"] for x in rs),
                  "peak_tree_rss_mb_max": max(x["peak_tree_rss_mb"] for x in rs), "runs": rs}
-            if s.split("@")[0].endswith("bf16") and peaks["bf16"]:
+            if _amp(s) != "none" and peaks["bf16"]:
                 e["mfu_vs_bf16_peak"] = round(tps * fpt / 1e9 / report["matmul_peak"]["bf16_gflops"], 3)
             train[s] = e
         if "fairseq" in train:
@@ -479,6 +487,9 @@ def main() -> None:
         if "xlpe-ape" in train and "xlpe-ape-bf16" in train:
             train["bf16_speedup_over_fp32"] = round(train["xlpe-ape-bf16"]["tokens_per_s_median"]
                                                     / train["xlpe-ape"]["tokens_per_s_median"], 3)
+        if "xlpe-ape-bf16" in train and "xlpe-ape-bf16pure" in train:
+            train["bf16pure_over_bf16_autocast"] = round(train["xlpe-ape-bf16pure"]["tokens_per_s_median"]
+                                                         / train["xlpe-ape-bf16"]["tokens_per_s_median"], 3)
         report["train"] = {"warmup_updates": a.warmup_updates, "timed_updates": a.updates, "rounds": a.rounds,
                            "bf16_timed_updates": a.bf16_updates, "bf16_rounds": min(a.bf16_rounds, a.rounds),
                            "fairseq_num_workers": a.fairseq_num_workers, **train}

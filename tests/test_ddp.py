@@ -7,6 +7,7 @@ import socket
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 from _nmt_toy import toy  # noqa: F401  (fixture)
@@ -20,7 +21,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _worker(rank: int, world: int, port: int, paths: dict, out: str, max_updates: int) -> None:
+def _worker(rank: int, world: int, port: int, paths: dict, out: str, max_updates: int, amp: str) -> None:
     sys.path.insert(0, HERE)
     os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1",
                       MASTER_PORT=str(port))
@@ -30,17 +31,19 @@ def _worker(rank: int, world: int, port: int, paths: dict, out: str, max_updates
 
     data = DataConfig(train_src=paths["src"], train_tgt=paths["tgt"], subword_model=paths["spm"],
                       dev_src=paths["dev_src"], dev_tgt=paths["dev_tgt"])
-    cfg = quick_train_config(out, max_updates=max_updates, update_freq=2, validate_every=2, save_every=2)
+    cfg = quick_train_config(out, max_updates=max_updates, update_freq=2, validate_every=2, save_every=2, amp=amp)
     res = train(tiny_model_config(), cfg, data)
     torch.save({k: v.clone() for k, v in res.model.state_dict().items()}, os.path.join(out, f"params_rank{rank}.pt"))
 
 
-def test_ddp_two_cpu_processes(toy, tmp_path):
+@pytest.mark.parametrize("amp", ["none", "bf16-pure"])
+def test_ddp_two_cpu_processes(toy, tmp_path, amp):
+    """bf16-pure: the bf16 gradients are all-reduced, the float32 masters stay identical on both ranks."""
     import torch.multiprocessing as mp
 
     paths = {k: str(v) for k, v in toy.items()}
     out = str(tmp_path / "ddp")
-    mp.spawn(_worker, args=(2, _free_port(), paths, out, 4), nprocs=2, join=True)
+    mp.spawn(_worker, args=(2, _free_port(), paths, out, 4, amp), nprocs=2, join=True)
     p0 = torch.load(os.path.join(out, "params_rank0.pt"))
     p1 = torch.load(os.path.join(out, "params_rank1.pt"))
     for k in p0:

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 
 from _nmt_toy import quick_train_config, tiny_model_config, toy  # noqa: F401  (toy is a fixture)
 from xlpe.errors import ConfigError
+from xlpe.nn.checkpoint import load_checkpoint
 from xlpe.nn.positions import PositionEncoding
 from xlpe.train.losses import combine_losses, label_smoothed_nll, projected_label_smoothed_nll
 from xlpe.train.schedule import Schedule, build_scheduler
@@ -324,9 +325,31 @@ def test_bf16_training_follows_the_fp32_loss_curve(toy, tmp_path):
         train(tiny_model_config(d_model=32, d_ff=64, dropout=0.1), quick_train_config(out, max_updates=40, amp=amp),
               _data(toy))
         return [float(r["loss"]) for r in csv.DictReader(open(out / "train_log.csv"))]
-    fp32, bf16 = losses("none"), losses("bf16")
-    assert len(fp32) == len(bf16) == 20 and fp32[-1] < 0.8 * fp32[0]
+    fp32, bf16, pure = losses("none"), losses("bf16"), losses("bf16-pure")
+    assert len(fp32) == len(bf16) == len(pure) == 20 and fp32[-1] < 0.8 * fp32[0]
     assert max(abs(a - b) / a for a, b in zip(fp32, bf16)) < 0.05
+    assert max(abs(a - b) / a for a, b in zip(fp32, pure)) < 0.05
+
+
+def test_bf16_pure_keeps_float32_masters_and_resumes_exactly(toy, tmp_path):
+    """amp='bf16-pure': the checkpoints and the returned model are float32 (the masters, not bf16-rounded
+    copies), the masters are what the optimizer updates (they differ from their bf16 rounding), and a killed run
+    resumes exactly, gradient accumulation included."""
+    mcfg = tiny_model_config(dropout=0.3)
+    common = dict(update_freq=2, max_tokens=160, save_every=3, amp="bf16-pure")
+    straight = train(mcfg, quick_train_config(tmp_path / "a", max_updates=8, **common), _data(toy))
+    assert all(p.dtype == torch.float32 for p in straight.model.parameters())
+    ck = load_checkpoint(straight.last_checkpoint)
+    weights = [v for k, v in ck["model"].items() if v.is_floating_point()]
+    assert weights and all(v.dtype == torch.float32 for v in weights)
+    assert any(not torch.equal(v, v.bfloat16().float()) for v in weights)      # not bf16 values stored as fp32
+    for k, v in straight.model.state_dict().items():
+        assert torch.equal(v, ck["model"][k]), k
+    train(mcfg, quick_train_config(tmp_path / "b", max_updates=4, **common), _data(toy))
+    resumed = train(mcfg, quick_train_config(tmp_path / "b", max_updates=8, **common), _data(toy))
+    a, b = _params(straight.model), _params(resumed.model)
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
 
 
 def test_config_errors(toy, tmp_path):
@@ -421,3 +444,31 @@ def test_resuming_removes_the_temp_file_of_a_killed_checkpoint_write(toy, tmp_pa
     stale.write_bytes(b"half a checkpoint")
     train(tiny_model_config(), quick_train_config(out, max_updates=4, save_every=2), data)
     assert not stale.exists() and (out / "checkpoint_4.pt").exists()
+
+
+def test_master_weights_accumulate_in_float32_and_round_once():
+    """MasterWeights: the model turns bf16, the masters keep the float32 values; gradients of several micro-batches
+    are summed into the masters' float32 gradients (not in bf16); sync rounds the masters into the model;
+    model_state_dict holds the masters; restore gives back a float32 model with the masters' exact values."""
+    from xlpe.train.master import MasterWeights
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(4, 3)
+    w32 = lin.weight.detach().clone()
+    mw = MasterWeights(lin)
+    assert lin.weight.dtype == torch.bfloat16 and torch.equal(mw.params[0], w32)
+    xs = [torch.randn(5, 4) for _ in range(2)]
+    expect = torch.zeros(3, 4)
+    for x in xs:
+        lin(x.bfloat16()).float().pow(2).sum().backward()
+        expect += lin.weight.grad.float()
+        mw.collect_grads()
+        assert lin.weight.grad is None
+    assert mw.params[0].grad.dtype == torch.float32 and torch.equal(mw.params[0].grad, expect)
+    with torch.no_grad():
+        mw.params[0].add_(1e-3)                       # an update smaller than bf16's spacing near 1
+    mw.sync()
+    assert torch.equal(lin.weight, mw.params[0].bfloat16())
+    sd = mw.model_state_dict()
+    assert sd["weight"].dtype == torch.float32 and torch.equal(sd["weight"], mw.params[0])
+    mw.restore()
+    assert lin.weight.dtype == torch.float32 and torch.equal(lin.weight, mw.params[0])

@@ -10,6 +10,9 @@ from dataclasses import dataclass
 from xlpe.config import option
 from xlpe.errors import ConfigError
 from xlpe.runtime import AMP_MODES
+
+#: training precisions: the autocast modes, and bf16 weights with float32 master copies (xlpe.train.master)
+PRECISIONS = AMP_MODES + ("bf16-pure",)
 from xlpe.train.losses import AUX_LOSS_MODES
 from xlpe.train.schedule import KINDS as SCHEDULES, Schedule
 
@@ -134,8 +137,9 @@ class TrainConfig:
     save_every: int = option(1000, "write a checkpoint every N updates (and at the end; 0 = only at the end)")
     keep_last: int = option(5, "keep the newest N step checkpoints (0 = keep all)")
     # execution
-    amp: str = option("none", "autocast: bf16 (GPU or CPU) or fp16 (GPU, with loss scaling)",
-                    choices=AMP_MODES)
+    amp: str = option("none", "precision: autocast bf16 (GPU or CPU) or fp16 (GPU, with loss scaling), or "
+                      "bf16-pure (bf16 weights and activations, float32 master weights and optimizer)",
+                      choices=PRECISIONS)
     device: str = option("auto", "cpu, cuda, cuda:N, or auto (cuda when available)")
     threads: int = option(0, "torch CPU threads per process (0 = torch's default)")
     log_every: int = option(100, "write a training log row every N updates")
@@ -162,7 +166,7 @@ class TrainConfig:
             bad.append("max_tokens must be >= 1")
         if not 0.0 <= self.label_smoothing < 1.0:
             bad.append("label_smoothing must be in [0, 1)")
-        for name, choices in (("amp", AMP_MODES), ("best_metric", ("loss", "bleu")),
+        for name, choices in (("amp", PRECISIONS), ("best_metric", ("loss", "bleu")),
                               ("log_format", ("csv", "jsonl")), ("schedule", SCHEDULES)):
             if getattr(self, name) not in choices:
                 bad.append(f"{name} must be one of {', '.join(choices)}, not {getattr(self, name)!r}")

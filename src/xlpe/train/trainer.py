@@ -1,7 +1,8 @@
 """NMT training: one plain-code loop (read :func:`train` top to bottom), DDP-ready.
 
 The loop owns everything it does, like a torchtune recipe: read the data, build the model, Adam with the
-inverse-sqrt schedule, gradient accumulation over ``update_freq`` batches, clipping, optional autocast,
+inverse-sqrt schedule, gradient accumulation over ``update_freq`` batches, clipping, optional autocast or pure
+bf16 with float32 master weights (:mod:`xlpe.train.master`),
 a progress bar and a metrics log, validation (loss, optional greedy BLEU) with early stopping, checkpoints.
 
 * **Loss normalisation.** An update's gradient is that of ``(Σ label-smoothed CE + Σ_k w_k·aux_k·n_b) / N``
@@ -51,6 +52,7 @@ from xlpe.runtime import (Distributed, MetricsLog, autocast_context, get_rng_sta
 from xlpe.sources import check_channels, open_sources
 from xlpe.train.config import RESUME_FIXED, DataConfig, TrainConfig
 from xlpe.train.losses import combine_losses, projected_label_smoothed_nll
+from xlpe.train.master import MasterWeights
 from xlpe.train.schedule import build_scheduler
 
 log = logging.getLogger(__name__)
@@ -161,7 +163,8 @@ def train(model_cfg, train_cfg: TrainConfig, data: DataConfig) -> TrainResult:
         device = resolve_device(cfg.device, dist_)
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
-        autocast = autocast_context(cfg.amp, device)
+        pure = cfg.amp == "bf16-pure"         # bf16 model, float32 master weights (xlpe.train.master)
+        autocast = autocast_context("none" if pure else cfg.amp, device)
         out = Path(cfg.out)
         if out.exists() and not out.is_dir():
             raise ConfigError(f"output directory {out} is a file")
@@ -232,8 +235,11 @@ def train(model_cfg, train_cfg: TrainConfig, data: DataConfig) -> TrainResult:
         # -- model, optimizer, schedule, batches ------------------------------------------------------
         seed_all(cfg.seed)
         model = build_model(mcfg).to(device)
-        optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr, betas=cfg.betas, eps=cfg.adam_eps,
-                                     weight_decay=cfg.weight_decay)
+        if ck is not None:
+            model.load_state_dict(ck["model"])
+        master = MasterWeights(model) if pure else None
+        optimizer = torch.optim.Adam(master.params if pure else model.parameters(), lr=cfg.lr, betas=cfg.betas,
+                                     eps=cfg.adam_eps, weight_decay=cfg.weight_decay)
         budget_used = [0.0]         # linear_time: the share of max_time_minutes spent, set before each step
         scheduler = build_scheduler(optimizer, cfg.schedule_obj(), progress=lambda: budget_used[0])
         scaler = torch.amp.GradScaler("cuda") if cfg.amp == "fp16" else None
@@ -242,7 +248,6 @@ def train(model_cfg, train_cfg: TrainConfig, data: DataConfig) -> TrainResult:
                                     num_replicas=dist_.world, rank=dist_.rank, batch_multiple=cfg.batch_multiple)
         step, best, bad_vals, wall_before, last_valid = 0, None, 0, 0.0, {}
         if ck is not None:
-            model.load_state_dict(ck["model"])
             optimizer.load_state_dict(ck["optimizer"])
             scheduler.load_state_dict(ck["scheduler"])
             if scaler is not None and ck.get("scaler"):
@@ -281,7 +286,7 @@ def train(model_cfg, train_cfg: TrainConfig, data: DataConfig) -> TrainResult:
                 import torch.distributed as dist
                 rng = [None] * dist_.world
                 dist.all_gather_object(rng, get_rng_state())
-            return {"model": net.state_dict(), "model_config": mcfg.to_dict(), "train_config": dataclasses.asdict(cfg),
+            return {"model": master.model_state_dict() if pure else net.state_dict(), "model_config": mcfg.to_dict(), "train_config": dataclasses.asdict(cfg),
                     "data_config": data.to_dict(),
                     "subwords": {"src": subword_entry(src_sw), "tgt": None if tgt_path is None else subword_entry(tgt_sw)},
                     "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
@@ -356,17 +361,22 @@ def train(model_cfg, train_cfg: TrainConfig, data: DataConfig) -> TrainResult:
                                                 ntokens=b.ntokens)
                     obj = obj * scale
                     (scaler.scale(obj) if scaler is not None else obj).backward()
+                if pure and (not dist_.enabled or k == len(micro) - 1):   # DDP: after its all-reduce
+                    master.collect_grads()
                 interval.add(loss_sum.item(), nll_sum.item(), b.ntokens, len(b),
                              {n: p.item() * b.ntokens for n, p in parts.items()})
             interval.lr = optimizer.param_groups[0]["lr"]          # the rate this update uses
             if scaler is not None:
                 scaler.unscale_(optimizer)
-            gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_norm if cfg.clip_norm > 0 else math.inf)
+            gnorm = torch.nn.utils.clip_grad_norm_(master.params if pure else model.parameters(),
+                                                   cfg.clip_norm if cfg.clip_norm > 0 else math.inf)
             if scaler is not None:
                 scaler.step(optimizer)
                 scaler.update()
             else:
                 optimizer.step()
+            if pure:
+                master.sync()
             wall = wall_before + (time.monotonic() - t0)    # training time so far, this update included
             if cfg.schedule == "linear_time":           # every rank uses the main process's clock
                 budget_used[0] = dist_.broadcast(wall) / (cfg.max_time_minutes * 60)
@@ -406,6 +416,8 @@ def train(model_cfg, train_cfg: TrainConfig, data: DataConfig) -> TrainResult:
             log.info("stopped after update %d (%s)%s", step, stop_reason,
                      "" if best is None else f"; best {cfg.best_metric} {best:.4f}")
         dist_.barrier()                         # the last checkpoint is on disk before any rank returns
+        if pure:
+            master.restore()                    # the caller gets the float32 model the checkpoint holds
         return TrainResult(step, sampler.epoch, stop_reason or "", best, checkpoint_path(out, step), out, net, mcfg,
                            last_valid)
     except BaseException:
