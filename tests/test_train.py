@@ -472,3 +472,13 @@ def test_master_weights_accumulate_in_float32_and_round_once():
     assert sd["weight"].dtype == torch.float32 and torch.equal(sd["weight"], mw.params[0])
     mw.restore()
     assert lin.weight.dtype == torch.float32 and torch.equal(lin.weight, mw.params[0])
+
+
+def test_trim_memory_every_changes_nothing_but_memory(toy, tmp_path):
+    """trim_memory_every hands freed memory back between updates; the training itself is the same."""
+    a = train(tiny_model_config(), quick_train_config(tmp_path / "a", max_updates=4), _data(toy))
+    b = train(tiny_model_config(), quick_train_config(tmp_path / "b", max_updates=4, trim_memory_every=1), _data(toy))
+    pa, pb = _params(a.model), _params(b.model)
+    assert all(torch.equal(pa[k], pb[k]) for k in pa)
+    with pytest.raises(ConfigError, match=">= 0"):
+        TrainConfig(trim_memory_every=-1)

@@ -152,18 +152,47 @@ def retain_freed_memory(mmap_threshold_mb: int = 32) -> bool:
     ``MALLOC_TRIM_THRESHOLD_`` is set (the user's choice wins). ``xlpe translate`` calls it; API users who
     decode in a long-lived process of their own call it if they want it. Measured in ``docs/results/speed.md``.
     """
-    if sys.platform != "linux" or any(k in os.environ for k in MALLOC_ENV):
+    libc = _glibc()
+    if libc is None or any(k in os.environ for k in MALLOC_ENV):
         return False
+    import ctypes
+    mallopt = libc.mallopt
+    mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
+    return bool(mallopt(_M_MMAP_THRESHOLD, mmap_threshold_mb << 20)) and bool(mallopt(_M_TRIM_THRESHOLD, _NEVER_TRIM))
+
+
+def release_freed_memory() -> bool:
+    """Hand the memory glibc holds free back to the OS (``malloc_trim(0)``: the heap top and every free page
+    inside the heap); returns whether it could (glibc only).
+
+    Training batches differ in shape, so the blocks freed after one update rarely fit the next update's exactly
+    and glibc's heap keeps fragments of free memory that count in the process's resident size. Called between
+    updates (``TrainConfig.trim_memory_every``), it lowers the peak resident size to about one update's own
+    peak, at the price of page faults on the pages the next update touches again (measured in
+    ``docs/results/speed.md``)."""
+    libc = _glibc()
+    if libc is None:
+        return False
+    import ctypes
+    trim = libc.malloc_trim
+    trim.argtypes, trim.restype = (ctypes.c_size_t,), ctypes.c_int
+    trim(0)
+    return True
+
+
+def _glibc():
+    """The C library of this process if it is glibc (whose ``mallopt``/``malloc_trim`` the functions above use),
+    else None."""
+    if sys.platform != "linux":
+        return None
     import ctypes
     try:
         libc = ctypes.CDLL(None)
-        if not hasattr(libc, "gnu_get_libc_version"):      # musl and others: another allocator
-            return False
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
-        return False
-    mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
-    return bool(mallopt(_M_MMAP_THRESHOLD, mmap_threshold_mb << 20)) and bool(mallopt(_M_TRIM_THRESHOLD, _NEVER_TRIM))
+        if not hasattr(libc, "gnu_get_libc_version") or not hasattr(libc, "malloc_trim"):   # musl and others
+            return None
+    except OSError:
+        return None
+    return libc
 
 
 AMP_MODES = ("none", "bf16", "fp16")

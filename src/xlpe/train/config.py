@@ -140,6 +140,8 @@ class TrainConfig:
     amp: str = option("none", "precision: autocast bf16 (GPU or CPU) or fp16 (GPU, with loss scaling), or "
                       "bf16-pure (bf16 weights and activations, float32 master weights and optimizer)",
                       choices=PRECISIONS)
+    trim_memory_every: int = option(0, "return the memory glibc holds free to the OS every N updates (lower peak "
+                                       "RSS, some speed lost to page faults; 0 = never)")
     device: str = option("auto", "cpu, cuda, cuda:N, or auto (cuda when available)")
     threads: int = option(0, "torch CPU threads per process (0 = torch's default)")
     log_every: int = option(100, "write a training log row every N updates")
@@ -171,7 +173,7 @@ class TrainConfig:
             if getattr(self, name) not in choices:
                 bad.append(f"{name} must be one of {', '.join(choices)}, not {getattr(self, name)!r}")
         if min(self.max_updates, self.max_epochs, self.patience, self.save_every, self.validate_every,
-               self.keep_last, self.threads) < 0 or self.max_time_minutes < 0:
+               self.keep_last, self.threads, self.trim_memory_every) < 0 or self.max_time_minutes < 0:
             bad.append("limits and intervals must be >= 0")
         if self.log_every < 1:
             bad.append("log_every must be >= 1")

@@ -48,7 +48,8 @@ from xlpe.nn.config import TransformerConfig
 from xlpe.nn.positions import aux_loss_weights, required_inputs, required_targets
 from xlpe.nn.transformer import build_model, count_parameters
 from xlpe.runtime import (Distributed, MetricsLog, autocast_context, get_rng_state, init_distributed, progress_bar,
-                          resolve_device, resume_path, seed_all, set_rng_state, unwrap, write_run_info)
+                          release_freed_memory, resolve_device, resume_path, seed_all, set_rng_state, unwrap,
+                          write_run_info)
 from xlpe.sources import check_channels, open_sources
 from xlpe.train.config import RESUME_FIXED, DataConfig, TrainConfig
 from xlpe.train.losses import combine_losses, projected_label_smoothed_nll
@@ -377,6 +378,8 @@ def train(model_cfg, train_cfg: TrainConfig, data: DataConfig) -> TrainResult:
                 optimizer.step()
             if pure:
                 master.sync()
+            if cfg.trim_memory_every and (step + 1) % cfg.trim_memory_every == 0:
+                release_freed_memory()
             wall = wall_before + (time.monotonic() - t0)    # training time so far, this update included
             if cfg.schedule == "linear_time":           # every rank uses the main process's clock
                 budget_used[0] = dist_.broadcast(wall) / (cfg.max_time_minutes * 60)
