@@ -450,7 +450,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--system", choices=("xlpe", "fairseq"), required=True)
     ap.add_argument("--pe", nargs="+", default=["ape"], help="xlpe source position encodings (ape | rpe | ...)")
-    ap.add_argument("--amp", choices=("none", "bf16"), default="none", help="xlpe autocast (fairseq: none only)")
+    ap.add_argument("--amp", choices=("none", "bf16", "bf16-pure"), default="none",
+                    help="xlpe precision: autocast bf16, or bf16-pure (bf16 weights, float32 masters); fairseq: none only")
     ap.add_argument("--init", choices=("fairseq", "xavier"), default="fairseq",
                     help="xlpe weight initialisation (default: fairseq's, as the peer; xavier: OpenNMT/tensor2tensor)")
     ap.add_argument("--batch-multiple", type=int, default=1,
@@ -485,7 +486,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--no-decode", action="store_true", help="train only")
     a = ap.parse_args(argv)
     if a.system == "fairseq" and a.amp != "none":
-        ap.error("--amp bf16 is measured for xlpe only")
+        ap.error("--amp bf16 / bf16-pure are measured for xlpe only")
     if a.system == "fairseq" and any(v is not None for v in (a.lr, a.warmup, a.schedule, a.max_tokens, a.dropout)):
         ap.error("--lr/--warmup/--schedule/--max-tokens/--dropout change xlpe's settings only")
     machine = machine_state()
