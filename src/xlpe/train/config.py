@@ -10,11 +10,11 @@ from dataclasses import dataclass
 from xlpe.config import option
 from xlpe.errors import ConfigError
 from xlpe.runtime import AMP_MODES
+from xlpe.train.losses import AUX_LOSS_MODES
+from xlpe.train.schedule import KINDS as SCHEDULES, Schedule
 
 #: training precisions: the autocast modes, and bf16 weights with float32 master copies (xlpe.train.master)
 PRECISIONS = AMP_MODES + ("bf16-pure",)
-from xlpe.train.losses import AUX_LOSS_MODES
-from xlpe.train.schedule import KINDS as SCHEDULES, Schedule
 
 
 @dataclass

@@ -287,7 +287,8 @@ def train(model_cfg, train_cfg: TrainConfig, data: DataConfig) -> TrainResult:
                 import torch.distributed as dist
                 rng = [None] * dist_.world
                 dist.all_gather_object(rng, get_rng_state())
-            return {"model": master.model_state_dict() if pure else net.state_dict(), "model_config": mcfg.to_dict(), "train_config": dataclasses.asdict(cfg),
+            weights = master.model_state_dict() if pure else net.state_dict()     # bf16-pure: the float32 masters
+            return {"model": weights, "model_config": mcfg.to_dict(), "train_config": dataclasses.asdict(cfg),
                     "data_config": data.to_dict(),
                     "subwords": {"src": subword_entry(src_sw), "tgt": None if tgt_path is None else subword_entry(tgt_sw)},
                     "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
