@@ -9,7 +9,8 @@ Checkpoints are in :mod:`xlpe.nn.checkpoint`, the shared runtime (devices, DDP, 
 from xlpe.train.config import DataConfig, TrainConfig
 from xlpe.train.losses import combine_losses, label_smoothed_nll, projected_label_smoothed_nll
 from xlpe.train.schedule import Schedule, build_scheduler
-from xlpe.train.trainer import TrainResult, evaluate_loss, train
+from xlpe.train.trainer import TrainResult, train
+from xlpe.train.validation import evaluate_loss
 
 __all__ = [
     "DataConfig", "Schedule", "TrainConfig", "TrainResult", "build_scheduler", "combine_losses", "evaluate_loss",
