@@ -482,3 +482,14 @@ def test_trim_memory_every_changes_nothing_but_memory(toy, tmp_path):
     assert all(torch.equal(pa[k], pb[k]) for k in pa)
     with pytest.raises(ConfigError, match=">= 0"):
         TrainConfig(trim_memory_every=-1)
+
+
+def test_training_keeps_freed_memory_in_the_heap(toy, tmp_path, monkeypatch):
+    """train() sets glibc up as `xlpe translate` does (each update's activations come from the heap, not from
+    fresh pages; docs/results/speed.md), before the first update; trimming still works after it."""
+    import xlpe.train.trainer as trainer
+    calls = []
+    monkeypatch.setattr(trainer, "retain_freed_memory", lambda: calls.append("retain") or True)
+    monkeypatch.setattr(trainer, "release_freed_memory", lambda: calls.append("release") or True)
+    train(tiny_model_config(), quick_train_config(tmp_path / "a", max_updates=2, trim_memory_every=1), _data(toy))
+    assert calls == ["retain", "release", "release"]

@@ -144,13 +144,14 @@ def retain_freed_memory(mmap_threshold_mb: int = 32) -> bool:
     """Make glibc keep freed memory for reuse instead of handing it back to the OS; returns whether it did.
 
     Decoding allocates and frees blocks of megabytes at every step (the ``(rows, V)`` logits and
-    log-probabilities, the feed-forward activations). With glibc's defaults such blocks come from fresh ``mmap``
+    log-probabilities, the feed-forward activations), and training at every update. With glibc's defaults such blocks come from fresh ``mmap``
     pages, or the heap top is trimmed after they are freed, so every step pays page faults to zero new pages.
     This serves blocks below ``mmap_threshold_mb`` (glibc's maximum, 32 MiB, by default) from the heap and never
     trims it: the process's resident memory stays at its peak. Process-wide and for good (glibc's adaptive
     thresholds are off after it). Does nothing off glibc, or when ``MALLOC_MMAP_THRESHOLD_`` or
-    ``MALLOC_TRIM_THRESHOLD_`` is set (the user's choice wins). ``xlpe translate`` calls it; API users who
-    decode in a long-lived process of their own call it if they want it. Measured in ``docs/results/speed.md``.
+    ``MALLOC_TRIM_THRESHOLD_`` is set (the user's choice wins). ``xlpe translate`` and
+    :func:`xlpe.train.train` call it; API users who decode in a long-lived process of their own call it if they
+    want it. Measured in ``docs/results/speed.md``.
     """
     libc = _glibc()
     if libc is None or any(k in os.environ for k in MALLOC_ENV):

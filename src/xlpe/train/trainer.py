@@ -48,8 +48,8 @@ from xlpe.nn.config import TransformerConfig
 from xlpe.nn.positions import aux_loss_weights, required_inputs, required_targets
 from xlpe.nn.transformer import build_model, count_parameters
 from xlpe.runtime import (Distributed, MetricsLog, autocast_context, get_rng_state, init_distributed, progress_bar,
-                          release_freed_memory, resolve_device, resume_path, seed_all, set_rng_state, unwrap,
-                          write_run_info)
+                          release_freed_memory, resolve_device, resume_path, retain_freed_memory, seed_all,
+                          set_rng_state, unwrap, write_run_info)
 from xlpe.sources import check_channels, open_sources
 from xlpe.train.config import RESUME_FIXED, DataConfig, TrainConfig
 from xlpe.train.losses import combine_losses, projected_label_smoothed_nll
@@ -145,6 +145,9 @@ def train(model_cfg, train_cfg: TrainConfig, data: DataConfig) -> TrainResult:
         device = resolve_device(cfg.device, dist_)
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
+        # every update allocates and frees the same megabyte-sized activations: served from glibc's heap, not
+        # from fresh pages (process-wide, as `xlpe translate` does; MALLOC_* settings win; docs/results/speed.md)
+        retain_freed_memory()
         pure = cfg.amp == "bf16-pure"         # bf16 model, float32 master weights (xlpe.train.master)
         autocast = autocast_context("none" if pure else cfg.amp, device)
         out = Path(cfg.out)
