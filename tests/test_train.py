@@ -6,6 +6,7 @@ import argparse
 import csv
 import itertools
 import math
+import sys
 
 import pytest
 import torch
@@ -491,5 +492,46 @@ def test_training_keeps_freed_memory_in_the_heap(toy, tmp_path, monkeypatch):
     calls = []
     monkeypatch.setattr(trainer, "retain_freed_memory", lambda: calls.append("retain") or True)
     monkeypatch.setattr(trainer, "release_freed_memory", lambda: calls.append("release") or True)
+    monkeypatch.setattr(trainer, "limit_onednn_caches", lambda: calls.append("limit") or True)
     train(tiny_model_config(), quick_train_config(tmp_path / "a", max_updates=2, trim_memory_every=1), _data(toy))
-    assert calls == ["retain", "release", "release"]
+    assert calls == ["retain", "limit", "release", "release"]
+
+
+_BF16_SHAPES = """
+import sys, torch
+from xlpe.runtime import limit_onednn_caches
+print(limit_onednn_caches() if sys.argv[1] == "limit" else "-")
+torch.set_num_threads(1)
+def rss_mb():
+    return int(open("/proc/self/statm").read().split()[1]) * 4096 / 2**20
+w, x = torch.randn(64, 256).bfloat16(), torch.randn(400, 64).bfloat16()
+x[:8] @ w                                               # the first product sets everything up
+before = rss_mb()
+for n in range(9, 409):                                 # 400 shapes, as 400 training batches of other lengths
+    x[:n] @ w
+print(rss_mb() - before)
+"""
+
+
+def test_limit_onednn_caches_bounds_the_memory_of_many_bf16_shapes():
+    """``xlpe.runtime.limit_onednn_caches`` (train() calls it): oneDNN and ideep keep a primitive, with its own
+    memory, for every bf16 product shape they see; capped, 400 shapes cost little memory. A user's own setting
+    wins. Skips on builds whose bf16 products keep nothing per shape."""
+    import os
+    import subprocess
+    from xlpe.runtime import ONEDNN_CACHE_ENV
+    env = {k: v for k, v in os.environ.items() if k not in ONEDNN_CACHE_ENV}
+
+    def run(*args, **extra):
+        return subprocess.run([sys.executable, "-c", _BF16_SHAPES, *args], env={**env, **extra},
+                              capture_output=True, text=True, check=True).stdout.split()
+
+    default = float(run("none")[1])
+    if default < 100:
+        pytest.skip(f"bf16 products kept only {default:.0f} MB for 400 shapes here: nothing to limit")
+    ok, limited = run("limit")
+    assert ok == "True" and float(limited) < default / 4, (default, limited)
+    assert run("limit", LRU_CACHE_CAPACITY="1024")[0] == "False"
+    with pytest.raises(ConfigError, match=">= 1"):
+        from xlpe.runtime import limit_onednn_caches
+        limit_onednn_caches(0)

@@ -47,9 +47,9 @@ from xlpe.nn.checkpoint import checkpoint_path, load_checkpoint, prune_checkpoin
 from xlpe.nn.config import TransformerConfig
 from xlpe.nn.positions import aux_loss_weights, required_inputs, required_targets
 from xlpe.nn.transformer import build_model, count_parameters
-from xlpe.runtime import (Distributed, MetricsLog, autocast_context, get_rng_state, init_distributed, progress_bar,
-                          release_freed_memory, resolve_device, resume_path, retain_freed_memory, seed_all,
-                          set_rng_state, unwrap, write_run_info)
+from xlpe.runtime import (Distributed, MetricsLog, autocast_context, get_rng_state, init_distributed,
+                          limit_onednn_caches, progress_bar, release_freed_memory, resolve_device, resume_path,
+                          retain_freed_memory, seed_all, set_rng_state, unwrap, write_run_info)
 from xlpe.sources import check_channels, open_sources
 from xlpe.train.config import RESUME_FIXED, DataConfig, TrainConfig
 from xlpe.train.losses import combine_losses, projected_label_smoothed_nll
@@ -148,6 +148,8 @@ def train(model_cfg, train_cfg: TrainConfig, data: DataConfig) -> TrainResult:
         # every update allocates and frees the same megabyte-sized activations: served from glibc's heap, not
         # from fresh pages (process-wide, as `xlpe translate` does; MALLOC_* settings win; docs/results/speed.md)
         retain_freed_memory()
+        # bf16 products: oneDNN's caches keep a primitive per batch shape, hundreds of MB of RSS unless capped
+        limit_onednn_caches()
         pure = cfg.amp == "bf16-pure"         # bf16 model, float32 master weights (xlpe.train.master)
         autocast = autocast_context("none" if pure else cfg.amp, device)
         out = Path(cfg.out)
