@@ -500,7 +500,7 @@ def test_training_keeps_freed_memory_in_the_heap(toy, tmp_path, monkeypatch):
 _BF16_SHAPES = """
 import sys, torch
 from xlpe.runtime import limit_onednn_caches
-print(limit_onednn_caches() if sys.argv[1] == "limit" else "-")
+print(limit_onednn_caches(16) if sys.argv[1] == "limit" else "-")
 torch.set_num_threads(1)
 def rss_mb():
     return int(open("/proc/self/statm").read().split()[1]) * 4096 / 2**20
@@ -515,7 +515,7 @@ print(rss_mb() - before)
 
 def test_limit_onednn_caches_bounds_the_memory_of_many_bf16_shapes():
     """``xlpe.runtime.limit_onednn_caches`` (train() calls it): oneDNN and ideep keep a primitive, with its own
-    memory, for every bf16 product shape they see; capped, 400 shapes cost little memory. A user's own setting
+    memory, for every bf16 product shape they see; capped at 16, 400 shapes cost little memory. A user's own setting
     wins. Skips on builds whose bf16 products keep nothing per shape."""
     import os
     import subprocess
