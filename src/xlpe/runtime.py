@@ -144,8 +144,9 @@ def retain_freed_memory(mmap_threshold_mb: int = 32) -> bool:
     """Make glibc keep freed memory for reuse instead of handing it back to the OS; returns whether it did.
 
     Decoding allocates and frees blocks of megabytes at every step (the ``(rows, V)`` logits and
-    log-probabilities, the feed-forward activations), and training at every update. With glibc's defaults such blocks come from fresh ``mmap``
-    pages, or the heap top is trimmed after they are freed, so every step pays page faults to zero new pages.
+    log-probabilities, the feed-forward activations), training at every update. With glibc's defaults such
+    blocks come from fresh ``mmap`` pages, or the heap top is trimmed after they are freed, so every step pays
+    page faults to zero new pages.
     This serves blocks below ``mmap_threshold_mb`` (glibc's maximum, 32 MiB, by default) from the heap and never
     trims it: the process's resident memory stays at its peak. Process-wide and for good (glibc's adaptive
     thresholds are off after it). Does nothing off glibc, or when ``MALLOC_MMAP_THRESHOLD_`` or
@@ -211,7 +212,7 @@ def limit_onednn_caches(capacity: int = 64) -> bool:
     bf16 (and fp16) matrix products on CPU run through oneDNN, and both caches keep a primitive, with its own
     memory, for every shape they have seen, up to 1,024 each. Training batches differ in shape, so a bf16 run fills
     them with the shapes of batches long gone: about 0.7 MB per shape, hundreds of megabytes of peak RSS. With 64
-    entries, bf16-pure training of Multi30k `small` peaks below fp32's RSS for a few percent of its speed; 16
+    entries, bf16-pure training of Multi30k `small` peaks below fp32's RSS for at most a few percent of its speed; 16
     saves more memory and costs more speed (``docs/results/speed.md``). Process-wide, through the environment:
     it only takes effect when no bf16 product has run in this process yet (oneDNN reads the variables once).
     Does nothing when the user has set either variable (their choice wins); ``capacity`` must be >= 1 (0 crashes
