@@ -74,6 +74,23 @@ def test_cli(trained, tmp_path):
     assert len(got) == 4 and got[1] == "" and got[3] == ""
 
 
+def test_cli_sets_up_memory_before_decoding(trained, tmp_path, monkeypatch):
+    """`xlpe translate` keeps freed memory in glibc's heap and caps oneDNN's caches (bf16 decoding kept a
+    primitive per step shape) before it decodes; the output does not change."""
+    import xlpe.cli.translate as cli
+    from xlpe.cli import main
+    calls = []
+    monkeypatch.setattr(cli, "retain_freed_memory", lambda: calls.append("retain") or True)
+    monkeypatch.setattr(cli, "limit_onednn_caches", lambda: calls.append("limit") or True)
+    real = cli.translate_file
+    monkeypatch.setattr(cli, "translate_file", lambda *a, **k: calls.append("decode") or real(*a, **k))
+    inp, out = tmp_path / "in.txt", tmp_path / "out.txt"
+    inp.write_text("w1 w2\n")
+    assert main(["translate", "--checkpoint", str(trained), "--input", str(inp), "--output", str(out),
+                 "--greedy"]) == 0
+    assert calls == ["retain", "limit", "decode"]
+
+
 _PAGE_FAULTS = """
 import resource, sys, torch
 from xlpe.runtime import retain_freed_memory
