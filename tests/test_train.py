@@ -485,9 +485,10 @@ def test_trim_memory_every_changes_nothing_but_memory(toy, tmp_path):
         TrainConfig(trim_memory_every=-1)
 
 
-def test_training_keeps_freed_memory_in_the_heap(toy, tmp_path, monkeypatch):
-    """train() sets glibc up as `xlpe translate` does (each update's activations come from the heap, not from
-    fresh pages; docs/results/speed.md), before the first update; trimming still works after it."""
+def test_training_sets_up_memory_before_the_first_update(toy, tmp_path, monkeypatch):
+    """train() keeps freed memory in glibc's heap, as `xlpe translate` does (each update's activations come from
+    the heap, not from fresh pages), and caps oneDNN's caches, before the first update; trim_memory_every still
+    trims after every update (docs/results/speed.md)."""
     import xlpe.train.trainer as trainer
     calls = []
     monkeypatch.setattr(trainer, "retain_freed_memory", lambda: calls.append("retain") or True)
@@ -515,8 +516,8 @@ print(rss_mb() - before)
 
 def test_limit_onednn_caches_bounds_the_memory_of_many_bf16_shapes():
     """``xlpe.runtime.limit_onednn_caches`` (train() calls it): oneDNN and ideep keep a primitive, with its own
-    memory, for every bf16 product shape they see; capped at 16, 400 shapes cost little memory. A user's own setting
-    wins. Skips on builds whose bf16 products keep nothing per shape."""
+    memory, for every bf16 product shape they see; capped at 16, 400 shapes cost little memory. A user's own
+    setting wins. Skips on builds whose bf16 products keep nothing per shape."""
     import os
     import subprocess
     from xlpe.runtime import ONEDNN_CACHE_ENV

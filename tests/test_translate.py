@@ -76,7 +76,7 @@ def test_cli(trained, tmp_path):
 
 def test_cli_sets_up_memory_before_decoding(trained, tmp_path, monkeypatch):
     """`xlpe translate` keeps freed memory in glibc's heap and caps oneDNN's caches (bf16 decoding kept a
-    primitive per step shape) before it decodes; the output does not change."""
+    primitive per step shape) before it decodes."""
     import xlpe.cli.translate as cli
     from xlpe.cli import main
     calls = []
