@@ -215,8 +215,9 @@ def limit_onednn_caches(capacity: int = 64) -> bool:
     entries, bf16-pure training of Multi30k `small` peaks below fp32's RSS for at most a few percent of its speed; 16
     saves more memory and costs more speed. Decoding meets new shapes at every step: bf16 beam search over
     Multi30k test_2016 peaked at 1.1 GB with the defaults and 0.4 GB capped, with the same output and time
-    (``docs/results/speed.md``). :func:`xlpe.train.train` and ``xlpe translate`` call it. Process-wide, through the environment:
-    it only takes effect when no bf16 product has run in this process yet (oneDNN reads the variables once).
+    (``docs/results/speed.md``). :func:`xlpe.train.train` and ``xlpe translate`` call it. Process-wide, through
+    the environment: it only takes effect when no bf16 product has run in this process yet (oneDNN reads the
+    variables once).
     Does nothing when the user has set either variable (their choice wins); ``capacity`` must be >= 1 (0 crashes
     ideep).
     """
