@@ -210,16 +210,13 @@ def limit_onednn_caches(capacity: int = 64) -> bool:
     set them.
 
     bf16 (and fp16) matrix products on CPU run through oneDNN, and both caches keep a primitive, with its own
-    memory, for every shape they have seen, up to 1,024 each. Training batches differ in shape, so a bf16 run fills
-    them with the shapes of batches long gone: about 0.7 MB per shape, hundreds of megabytes of peak RSS. With 64
-    entries, bf16-pure training of Multi30k `small` peaks below fp32's RSS for at most a few percent of its speed; 16
-    saves more memory and costs more speed. Decoding meets new shapes at every step: bf16 beam search over
-    Multi30k test_2016 peaked at 1.1 GB with the defaults and 0.4 GB capped, with the same output and time
-    (``docs/results/speed.md``). :func:`xlpe.train.train` and ``xlpe translate`` call it. Process-wide, through
-    the environment: it only takes effect when no bf16 product has run in this process yet (oneDNN reads the
-    variables once).
-    Does nothing when the user has set either variable (their choice wins); ``capacity`` must be >= 1 (0 crashes
-    ideep).
+    memory, for every shape they have seen, up to 1,024 each. Training batches differ in shape, and decoding meets
+    new shapes at every step, so a bf16 run fills them with shapes long gone: hundreds of megabytes of peak RSS.
+    64 entries keep bf16 training's peak RSS below fp32's at about the same speed; 16 saves more memory and costs
+    speed (measured in ``docs/results/speed.md``). :func:`xlpe.train.train` and ``xlpe translate`` call it.
+    Process-wide, through the environment: it only takes effect when no bf16 product has run in this process yet
+    (oneDNN reads the variables once). Does nothing when the user has set either variable (their choice wins);
+    ``capacity`` must be >= 1 (0 crashes ideep).
     """
     if capacity < 1:
         raise ConfigError(f"oneDNN cache capacity must be >= 1, not {capacity}")

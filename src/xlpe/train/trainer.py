@@ -148,7 +148,7 @@ def train(model_cfg, train_cfg: TrainConfig, data: DataConfig) -> TrainResult:
         # every update allocates and frees the same megabyte-sized activations: served from glibc's heap, not
         # from fresh pages (process-wide, as `xlpe translate` does; MALLOC_* settings win; docs/results/speed.md)
         retain_freed_memory()
-        # bf16 products: oneDNN's caches keep a primitive per batch shape, hundreds of MB of RSS unless capped
+        # bf16 products: oneDNN's caches would keep a primitive per batch shape (peak RSS; docs/results/speed.md)
         limit_onednn_caches()
         pure = cfg.amp == "bf16-pure"         # bf16 model, float32 master weights (xlpe.train.master)
         autocast = autocast_context("none" if pure else cfg.amp, device)
