@@ -61,7 +61,7 @@ def cli_main(args: argparse.Namespace) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     retain_freed_memory()         # no page faults for each step's megabyte-sized blocks (docs/results/speed.md)
-    limit_onednn_caches()         # --dtype bfloat16: else oneDNN keeps a primitive per step shape (docs/results/speed.md)
+    limit_onednn_caches()         # --dtype bfloat16: else oneDNN keeps a primitive per step shape (speed.md)
     channels = parse_pairs(args.channel, "--channel")
     if args.greedy and args.beam is not None:
         raise ConfigError("--greedy decodes without a beam: leave out --beam, or drop --greedy")
