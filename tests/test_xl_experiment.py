@@ -108,7 +108,16 @@ def test_recipe_produces_every_table_and_reruns_from_cache(tmp_path, capsys):
                  "--set", "experiment.seeds=[2]", "--set", "experiment.systems=['baseline']",
                  "--set", "experiment.alignment_systems=[]"]) == 0
     assert {p: p.stat().st_mtime_ns for p in out.glob("*/done.json") if not p.parent.name.startswith("cost")} == shared
-    assert (out / "runs" / "baseline" / "seed2" / "done.json").exists()
+    base2 = out / "runs" / "baseline" / "seed2" / "done.json"
+    assert base2.exists()
+    # the other preorder level: new orders, so the XL runs train again; the baseline reads no orders and is kept
+    stamp = base2.stat().st_mtime_ns
+    assert main(["experiment", "xl-pe", "--config", str(cfg), "--out", str(out), "--only", "table1",
+                 "--set", "experiment.seeds=[2]", "--set", "experiment.systems=['baseline', 'inxl']",
+                 "--set", "experiment.alignment_systems=[]", "--set", "experiment.preorder_level='word'"]) == 0
+    assert base2.stat().st_mtime_ns == stamp and not list((out / "runs" / "baseline").glob("seed2.stale-*"))
+    assert (out / "preorder" / "done.json").stat().st_mtime_ns != shared[out / "preorder" / "done.json"]
+    assert json.loads((out / "runs" / "inxl" / "seed2" / "done.json").read_text())["params"]["train_orders"]
 
 
 @pytest.mark.parametrize("sets, msg", [

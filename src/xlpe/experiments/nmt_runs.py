@@ -113,17 +113,18 @@ def run_system(run_dir: Path, *, pe: list[str], pe_options: dict, encoder_free: 
 
 def run_grid(out: Path, systems: dict[str, dict], seeds: list[int], *, key: dict, jobs: int = 1,
              gold_for: set[str] = frozenset(), gold: dict | None = None, more_gold: dict | None = None,
-             **common: Any) -> dict[str, dict]:
+             system_keys: dict[str, dict] | None = None, **common: Any) -> dict[str, dict]:
     """:func:`run_system` for every system and seed, cached and resumable as ``out/<system>/seed<k>``.
 
     ``systems`` maps a name to its run options (``pe``, ``pe_options``, ``encoder_free``, ``noise``, and overrides
     of the common arguments: ``model`` and ``train`` entries merged into ``model`` / ``train_opts``,
     ``train_channels`` replacing channels of the same name: a deeper control, a loss weight); ``key``
     holds everything else that changes a run's result (model, budget, data signatures) and enters each run's
-    cache key with the options, the seed and whether it aligns the gold set (systems in ``gold_for``). Threads
-    and jobs are not in the key: they change the speed, not the model a budget of updates trains, so a table
-    can be filled with one thread per run in one sitting and two in another. Runs go seed by seed, so an
-    interrupted grid has every system of the first seeds rather than all seeds of a few. Returns
+    cache key with the options, the seed and whether it aligns the gold set (systems in ``gold_for``);
+    ``system_keys`` replaces ``key`` for the systems it names (e.g. with the signatures of inputs only they
+    read). Threads and jobs are not in the key: they change the speed, not the model a budget of updates
+    trains, so a table can be filled with one thread per run in one sitting and two in another. Runs go seed by
+    seed, so an interrupted grid has every system of the first seeds rather than all seeds of a few. Returns
     ``{"<system>/seed<k>": result}``.
     """
     import functools
@@ -134,7 +135,7 @@ def run_grid(out: Path, systems: dict[str, dict], seeds: list[int], *, key: dict
     for seed in seeds:
         for name, ro in systems.items():
             want_gold = gold is not None and name in gold_for
-            params = {"run": ro, "seed": seed, **key, "gold": want_gold}
+            params = {"run": ro, "seed": seed, **(system_keys or {}).get(name, key), "gold": want_gold}
             if not want_gold:
                 params.pop("more_gold", None)
             fn = functools.partial(run_system, pe=ro["pe"], pe_options=ro.get("pe_options", {}),

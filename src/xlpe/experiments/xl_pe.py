@@ -53,6 +53,7 @@ from xlpe.experiments.recipe import RecipeConfig, RecipeExperiment
 from xlpe.experiments.stages import align_stage, preorder_stage, read_text
 from xlpe.experiments.systems import ENCODER_FREE, SYSTEMS, pe_list
 from xlpe.experiments.xl_pe_report import plot_figures, render_report, summarise
+from xlpe.nn.positions import inputs_of
 from xlpe.reorder.noise import UNITS
 
 log = logging.getLogger("xlpe.experiments.xl_pe")
@@ -242,13 +243,19 @@ def run_experiment(cfg: XLConfig, out: str | os.PathLike, only: list[str] | None
     planned = _runs(cfg, tables)
     gold_for = {name for table, name, _ in planned if gold is not None and table == "table1"
                 and name in e.alignment_systems}
+    # what every run's result depends on; the orders enter only the keys of the systems that read them, so a
+    # rerun at the other preorder level (or with other preorder settings) keeps the baseline's and RPE's runs
+    key = {"model": cfg.model, "train": cfg.train, "beam": e.beam, "lenpen": e.lenpen, "spm": file_sig(spm),
+           "tests": {k: file_sig(v[0], v[1]) for k, v in tests.items()},
+           "attention": [e.attention_layer, e.attention_merge], **({"more_gold": sorted(more_gold)} if more_gold
+                                                                  else {})}
+    xl_key = {**key, "train_orders": file_sig(train_orders),
+              "tests": {k: file_sig(v[0], v[1], orders[k if k == "test" else f"extra-{k}"]) for k, v in tests.items()}}
+    if gold is not None and "gold" in orders and p["gold_src"] != p["test_src"]:    # gold orders not covered above
+        xl_key["gold_orders"] = file_sig(orders["gold"])
     results["runs"] = run_grid(
-        out / "runs", {name: ro for _, name, ro in planned}, e.seeds, jobs=e.jobs, gold_for=gold_for,
-        key={"model": cfg.model, "train": cfg.train, "beam": e.beam, "lenpen": e.lenpen, "spm": file_sig(spm),
-             "train_orders": file_sig(train_orders),
-             "tests": {k: file_sig(v[0], v[1], orders[k if k == "test" else f"extra-{k}"]) for k, v in tests.items()},
-             "attention": [e.attention_layer, e.attention_merge], **({"more_gold": sorted(more_gold)} if more_gold
-                                                                    else {})},
+        out / "runs", {name: ro for _, name, ro in planned}, e.seeds, jobs=e.jobs, gold_for=gold_for, key=key,
+        system_keys={name: xl_key for _, name, ro in planned if "xl" in inputs_of(ro["pe"])},
         model=cfg.model, train_opts=cfg.train, spm=spm, train_src=p["train_src"], train_tgt=p["train_tgt"],
         dev_src=p.get("dev_src") or None, dev_tgt=p.get("dev_tgt") or None, train_channels=train_channels,
         dev_channels=xl.get("dev", {}), tests=tests, beam=e.beam, lenpen=e.lenpen, threads=e.threads,

@@ -7,7 +7,7 @@ read the mapping (build, check, the channels and auxiliary losses of a config) l
 """
 
 from xlpe.nn.positions.ape import SinusoidalPositionEncoding
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from torch import nn
 
@@ -48,7 +48,12 @@ def build_encodings(cfg: "TransformerConfig") -> nn.ModuleList:
 def required_inputs(cfg: "TransformerConfig") -> set[str]:
     """The channels the encodings of ``cfg`` read in training and at inference (``seq`` excepted: it
     defaults to ``0..T-1``)."""
-    return {ch for n in cfg.pe for ch in ENCODINGS[n].inputs}
+    return inputs_of(cfg.pe)
+
+
+def inputs_of(encodings: Sequence[str]) -> set[str]:
+    """The channels that the encodings named read in training and at inference."""
+    return {ch for n in encodings for ch in ENCODINGS[n].inputs}
 
 
 def required_targets(cfg: "TransformerConfig") -> set[str]:
