@@ -230,5 +230,16 @@ chosen_on = {{ "train.max_updates" = "a tiny budget for the test", "experiment.p
     assert "gold sentences 6–20 (1–5 are the dev part" in report
     assert "all 20 gold sentences, dev part included" in report and "all gold (incl. dev part) BLEU" in report
     assert "## Choices and the data they were made on" in report and "`train.max_updates`: a tiny budget" in report
+    # the preorderer is scored on the dev part too, where its settings are chosen
+    assert set(res["preorder"]) >= {"dev_btg", "gold_btg", "extra-all-gold_btg"}
+    assert "preorderer on the gold set's dev part (sentences 1–5, for choices)" in report
+    # --only preorder: that stage alone (no NMT run), its report naming the dev part's τ and the choices
+    out2 = tmp_path / "out2"
+    assert main(["experiment", "xl-pe", "--config", str(cfg), "--out", str(out2), "--only", "preorder"]) == 0
+    pre_only = (out2 / "report.md").read_text()
+    assert not (out2 / "runs").exists() and "the preorder stage only" in pre_only
+    dev_tau = json.loads((out2 / "results.json").read_text())["results"]["preorder"]["dev_btg"]["tau"]
+    assert f"(sentences 1–5, for choices) (against gold-alignment ranks): τ {dev_tau:.4f}" in pre_only
+    assert "`experiment.preorder_iterations`: gold dev part" in pre_only
     with pytest.raises(ConfigError, match="chosen_on names 'train.max_epochs'"):
         load_config(str(cfg), ["experiment.chosen_on={'train.max_epochs'='x'}"])

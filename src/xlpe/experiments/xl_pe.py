@@ -7,7 +7,9 @@ The recipe goes from a bitext to the paper's tables:
 2. ``subword``: a joint sentencepiece model (or yours).
 3. ``align``: eflomal with grow-diag-final-and over train + gold sentences (or your ``train_align``).
 4. ``preorder``: a BTG preorderer trained on those alignments. It predicts the orders of every split from the
-   source alone. Oracle orders of the training data come from the same alignments.
+   source alone. Oracle orders of the training data come from the same alignments. Its Kendall τ is scored on
+   every split with gold alignments, the dev part of a split gold set included; ``--only preorder`` stops
+   here, to choose the preorder settings on that dev part before any NMT run.
 5. ``runs``: one NMT model per (system, seed). Each is trained for the same budget (``[train]``: updates
    and/or minutes), decoded with beam search, scored with sacreBLEU, and, for the Table 3 systems,
    force-decoded on the gold set to extract alignments from attention (SPEC §4.6).
@@ -52,14 +54,14 @@ from xlpe.experiments.nmt_runs import STOPS, measure_cost, run_grid
 from xlpe.experiments.recipe import RecipeConfig, RecipeExperiment
 from xlpe.experiments.stages import align_stage, preorder_stage, read_text
 from xlpe.experiments.systems import ENCODER_FREE, SYSTEMS, pe_list
-from xlpe.experiments.xl_pe_report import plot_figures, render_report, summarise
+from xlpe.experiments.xl_pe_report import plot_figures, render_preorder_report, render_report, summarise
 from xlpe.nn.positions import inputs_of
 from xlpe.reorder.noise import UNITS
 
 log = logging.getLogger("xlpe.experiments.xl_pe")
 
 XL_OPTIONS = ("tau", "tau_ratio", "layers", "xl_fusion_param")
-TABLES = ("table1", "fig3", "table3", "table4", "fig4")
+TABLES = ("table1", "fig3", "table3", "table4", "fig4", "preorder")   # preorder: that stage alone, for choices
 
 
 @dataclass
@@ -149,6 +151,22 @@ def _gold_alignments(data: dict, path: str | None = None) -> list:
     return als
 
 
+def _gold_sets(cfg: XLConfig, data: dict, splits: dict) -> dict | None:
+    """The gold alignments of every preordered split that has them: ``gold`` (the reported part), and with a
+    gold split also ``dev`` (the dev part, when it is the dev set: what preorder settings are chosen on) and
+    ``extra-all-gold`` (the whole set)."""
+    p = data["paths"]
+    if not (p.get("gold_align") and p.get("gold_src")):
+        return None
+    sets = {"gold": _gold_alignments(data)}
+    if data.get("gold_split"):
+        if "dev" in splits and p.get("dev_src") == p.get("gold_dev_src"):
+            sets["dev"] = _gold_alignments(data, p["gold_dev_align"])
+        if "extra-all-gold" in splits:
+            sets["extra-all-gold"] = _gold_alignments(data, cfg.data.gold_align)
+    return sets
+
+
 def _diagonal_reference(gold: dict) -> dict:
     """AER / P / R of the position-only diagonal alignment of the gold set: Table 3's floor of meaning."""
     from xlpe.evaluate.aer import corpus_aer, diagonal_alignment
@@ -217,7 +235,10 @@ def run_experiment(cfg: XLConfig, out: str | os.PathLike, only: list[str] | None
                          sentences=e.preorder_sentences, iterations=e.preorder_iterations, seed=e.base_seed,
                          btg=e.preorder, attach_null=e.preorder_attach_null, model=e.preorderer, processes=e.threads,
                          level=e.preorder_level, spm=spm,
-                         gold={"gold": _gold_alignments(data)} if p.get("gold_align") and p.get("gold_src") else None)
+                         gold=_gold_sets(cfg, data, splits))
+    if tables == {"preorder"}:          # the preorder settings are chosen on the dev part's τ: no NMT runs
+        results = {"data": data, "preorder": pre}
+        return cfg.finish(out, render_preorder_report(cfg, results), results)
     orders = pre["orders"]
     kind = "orders:" if pre["level"] == "word" else "subword-orders:"     # the level the preorderer worked at
     xl = {k: {"xl": kind + v} for k, v in orders.items()}

@@ -49,6 +49,42 @@ def summarise(cfg: XLConfig, results: dict, tables: set[str], tests: dict, tau0:
     return s
 
 
+def _preorder_lines(results: dict) -> list[str]:
+    """The preorderer's τ / chunk against gold-alignment ranks, beside the identity order's, on every split with
+    gold alignments: the dev part of a split gold set (what preorder settings are chosen on) first."""
+    pre, split = results["preorder"], results["data"].get("gold_split") or {}
+    names = {"dev": f"the gold set's dev part (sentences 1–{split['dev'][1]}, for choices)" if split else "dev set",
+             "gold": (f"the reported gold sentences {split['reported'][0]}–{split['reported'][1]}" if split
+                      else "the gold set"),
+             "extra-all-gold": f"all {split.get('all')} gold sentences (dev part included)"}
+    return [f"- preorderer on {label} (against gold-alignment ranks): τ {pre[k + '_btg']['tau']:.4f} "
+            f"(identity {pre[k + '_identity']['tau']:.4f}), chunk {pre[k + '_btg']['chunk']:.4f} "
+            f"(identity {pre[k + '_identity']['chunk']:.4f})" for k, label in names.items() if f"{k}_btg" in pre]
+
+
+def _run_lines(e) -> list[str]:
+    lines = []
+    if e.chosen_on:
+        lines += ["", "## Choices and the data they were made on", ""] + [f"- `{k}`: {v}" for k, v in e.chosen_on.items()]
+    return lines + ["", "## Run", "", f"- command: `{' '.join(['xlpe'] + sys.argv[1:])}`",
+                    "- versions: " + ", ".join(f"{k} {v}" for k, v in versions().items())]
+
+
+def render_preorder_report(cfg: XLConfig, results: dict) -> str:
+    """``--only preorder``: the preorderer's settings and scores, for choosing them on a dev part."""
+    e, pre = cfg.experiment, results["preorder"]
+    L = ["# XL PE experiment (Ding, Wang, Tao 2020): the preorder stage only", "",
+         f"- preorderer: {pre.get('level', 'word')} level, {e.preorder_iterations} iteration(s), "
+         f"attach_null={e.preorder_attach_null}, settings {dict(e.preorder)}"
+         + (f", {pre['train_sentences']} training sentences, {pre['seconds_per_iteration']} s per iteration"
+            if "train_sentences" in pre else f", loaded from {pre.get('model')}"),
+         f"- on the training data (against its oracle orders): τ {pre['train_vs_oracle']['tau']:.4f} "
+         f"(identity {pre['train_identity']['tau']:.4f})"] + _preorder_lines(results)
+    if not any(k.endswith("_btg") for k in pre):
+        L.append("- no split has gold alignments: only the training-oracle τ above can guide a choice")
+    return "\n".join(L + _run_lines(e)) + "\n"
+
+
 def render_report(cfg: XLConfig, results: dict, tables: set[str]) -> str:
     e, s = cfg.experiment, results["summary"]
     systems = s["systems"]
@@ -69,11 +105,7 @@ def render_report(cfg: XLConfig, results: dict, tables: set[str]) -> str:
     if not e.chosen_on:
         L += ["- choices: the config records no `experiment.chosen_on`, so this report cannot say which data its "
               "settings were tuned on"]
-    pre = results["preorder"]
-    if "gold_btg" in pre:
-        L.append(f"- preorderer on the gold set (against gold-alignment ranks): τ {pre['gold_btg']['tau']:.4f} "
-                 f"(identity {pre['gold_identity']['tau']:.4f}), chunk {pre['gold_btg']['chunk']:.4f} "
-                 f"(identity {pre['gold_identity']['chunk']:.4f})")
+    L += _preorder_lines(results)
 
     def table(title, rows, base_label):
         nonlocal L
@@ -176,11 +208,7 @@ def render_report(cfg: XLConfig, results: dict, tables: set[str]) -> str:
                 cells = " | ".join(fmt(v["tests"][x]["bleu"], v["seeds"]) for x in tests)
                 L.append(f"| {r:g} | {cells} |" + extra)
     sig = next((r["tests"][tests[0]]["signature"] for r in results["runs"].values()), None) if tests else None
-    if e.chosen_on:
-        L += ["", "## Choices and the data they were made on", ""]
-        L += [f"- `{k}`: {v}" for k, v in e.chosen_on.items()]
-    L += ["", "## Run", "", f"- command: `{' '.join(['xlpe'] + sys.argv[1:])}`",
-          "- versions: " + ", ".join(f"{k} {v}" for k, v in versions().items())]
+    L += _run_lines(e)
     if sig:
         L.append(f"- BLEU signature: `{sig}`")
     return "\n".join(L) + "\n"
