@@ -239,7 +239,7 @@ chosen_on = {{ "train.max_updates" = "a tiny budget for the test", "experiment.p
     pre_only = (out2 / "report.md").read_text()
     assert not (out2 / "runs").exists() and "the preorder stage only" in pre_only
     dev_tau = json.loads((out2 / "results.json").read_text())["results"]["preorder"]["dev_btg"]["tau"]
-    assert f"(sentences 1–5, for choices) (against gold-alignment ranks): τ {dev_tau:.4f}" in pre_only
+    assert f"(sentences 1–5, for choices), against gold-alignment ranks: τ {dev_tau:.4f}" in pre_only
     assert "`experiment.preorder_iterations`: gold dev part" in pre_only
     with pytest.raises(ConfigError, match="chosen_on names 'train.max_epochs'"):
         load_config(str(cfg), ["experiment.chosen_on={'train.max_epochs'='x'}"])

@@ -57,7 +57,7 @@ def _preorder_lines(results: dict) -> list[str]:
              "gold": (f"the reported gold sentences {split['reported'][0]}–{split['reported'][1]}" if split
                       else "the gold set"),
              "extra-all-gold": f"all {split.get('all')} gold sentences (dev part included)"}
-    return [f"- preorderer on {label} (against gold-alignment ranks): τ {pre[k + '_btg']['tau']:.4f} "
+    return [f"- preorderer on {label}, against gold-alignment ranks: τ {pre[k + '_btg']['tau']:.4f} "
             f"(identity {pre[k + '_identity']['tau']:.4f}), chunk {pre[k + '_btg']['chunk']:.4f} "
             f"(identity {pre[k + '_identity']['chunk']:.4f})" for k, label in names.items() if f"{k}_btg" in pre]
 
