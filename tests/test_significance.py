@@ -104,3 +104,46 @@ def test_lower_is_better_metrics_and_bad_input():
         compare("AER", [good[0][:10]], good, aer_score)
     with pytest.raises(ConfigError, match="at least one seed"):
         compare("AER", [], good, aer_score)
+
+
+def test_several_reference_streams_and_chrf_plus_plus_give_sacrebleus_scores():
+    import sacrebleu
+    hyps, refs2 = degrade(REFS, 0.3, 1), degrade(REFS, 0.2, 9)
+    stats, score = text_stats("bleu", hyps, [REFS, refs2])
+    assert score(stats.sum(0)) == pytest.approx(sacrebleu.corpus_bleu(hyps, [REFS, refs2]).score, abs=1e-9)
+    stats, score = text_stats("chrf++", hyps, REFS)
+    assert score(stats.sum(0)) == pytest.approx(sacrebleu.corpus_chrf(hyps, [REFS], word_order=2).score, abs=1e-9)
+    with pytest.raises(ConfigError, match="60 hypotheses for 59 references"):
+        text_stats("bleu", hyps, [REFS, refs2[:-1]])
+
+
+def test_evaluate_cli_groups_seed_files_per_system(tmp_path, capsys):
+    """``xlpe evaluate --seeds K``: K files per system, the seed-aware tests against the first system."""
+    import json
+
+    import sacrebleu
+
+    from xlpe.cli import main
+    (tmp_path / "ref").write_text("\n".join(REFS) + "\n")
+    files = {}
+    for name, rate, seeds in (("base", 0.5, (1, 2, 3)), ("good", 0.05, (4, 5, 6)), ("same", 0.5, (1, 2, 3))):
+        for s in seeds:
+            files.setdefault(name, []).append(tmp_path / f"{name}.{s}")
+            files[name][-1].write_text("\n".join(degrade(REFS, rate, s)) + "\n")
+    hyp = [str(f) for n in ("base", "good", "same") for f in files[n]]
+    assert main(["evaluate", "--ref", str(tmp_path / "ref"), "--hyp", *hyp, "--seeds", "3", "--names", "base",
+                 "good", "same", "--metrics", "bleu", "--bootstrap", "200", "--paired-seeds", "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    per_seed = [sacrebleu.corpus_bleu(degrade(REFS, 0.05, s), [REFS]).score for s in (4, 5, 6)]
+    assert res["systems"]["good"]["bleu"]["per_seed"] == pytest.approx(per_seed)
+    good, same = res["comparisons"]["good"]["bleu"], res["comparisons"]["same"]["bleu"]
+    assert good["p_bootstrap"] < 0.01 and good["p_seeds"] < 0.01 and good["seed_test"] == "paired-t"
+    assert good["verdict"].startswith("significant")
+    assert same["p_bootstrap"] == 1.0 and same["verdict"].startswith("not significant")
+    assert main(["evaluate", "--ref", str(tmp_path / "ref"), "--hyp", *hyp[:6], "--seeds", "3",
+                 "--metrics", "bleu", "--bootstrap", "100"]) == 0
+    text = capsys.readouterr().out
+    assert "good.4 vs base.1, bleu: significant" in text        # default names: each system's first file
+    for bad, why in ((hyp[:5], "same number of files"), (hyp[:6] + ["--names", "a", "b", "c"], "one name per 3")):
+        assert main(["evaluate", "--ref", str(tmp_path / "ref"), "--hyp", *bad, "--seeds", "3"]) != 0
+        assert why in capsys.readouterr().err

@@ -16,10 +16,56 @@ def _read(path: str) -> list[str]:
     return [t for _, t in read_lines(path)]
 
 
+def _seed_aware(args: argparse.Namespace, names: list[str], systems: list[list[list[str]]],
+                refs: list[list[str]]) -> dict:
+    """Every system against the first over K seeds each: per metric the seed mean ± std, the seed-aware paired
+    bootstrap and the t-test across seeds, and a verdict that needs both (printed unless ``--json``)."""
+    import numpy as np
+
+    from xlpe.evaluate.significance import compare_texts, text_stats
+    res: dict = {"seeds": args.seeds, "systems": {}, "comparisons": {}}
+    def corpus_score(metric: str, hyps: list[str]) -> float:
+        stats, score = text_stats(metric, hyps, refs, args.tokenize)
+        return score(stats.sum(0))
+
+    for metric in args.metrics:
+        for name, outs in zip(names, systems):
+            scores = [corpus_score(metric, h) for h in outs]
+            res["systems"].setdefault(name, {})[metric] = {"per_seed": scores, "mean": float(np.mean(scores)),
+                                                           "std": float(np.std(scores, ddof=1))}
+        for name, outs in zip(names[1:], systems[1:]):
+            c = compare_texts(metric, systems[0], outs, refs, tokenize=args.tokenize, resamples=args.bootstrap,
+                              seed=args.seed, paired_seeds=args.paired_seeds)
+            res["comparisons"].setdefault(name, {})[metric] = {**c.to_dict(), "verdict": c.verdict()}
+    if not args.json:
+        print(f"{args.seeds} seeds per system; against {names[0]}: seed-aware paired bootstrap ({args.bootstrap} "
+              "resamples, one-sided) / t-test across seeds (two-sided)")
+        print("system".ljust(24) + "".join(m.rjust(30) for m in args.metrics))
+        for name in names:
+            cells = []
+            for m in args.metrics:
+                v, c = res["systems"][name][m], res["comparisons"].get(name, {}).get(m)
+                p = "" if c is None else (f" p={c['p_bootstrap']:.3f}/" + ("–" if c["p_seeds"] is None
+                                                                          else f"{c['p_seeds']:.3f}"))
+                cells.append(f"{v['mean']:.2f} ±{v['std']:.2f}{p}".rjust(30))
+            print(name.ljust(24) + "".join(cells))
+        for name, cs in res["comparisons"].items():
+            for m, c in cs.items():
+                print(f"  {name} vs {names[0]}, {m}: {c['verdict']}")
+    return res
+
+
 def add_cli_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ref", nargs="+", help="reference file(s), detokenised, one sentence per line")
     p.add_argument("--hyp", nargs="+", help="system output file(s); with several, the first is the baseline "
-                                            "of the paired bootstrap test")
+                                            "of the paired bootstrap test (with --seeds K: K files per system)")
+    p.add_argument("--seeds", type=int, default=1,
+                   help="training seeds per system: --hyp then lists K files per system, the baseline's first, and "
+                        "each comparison is the seed-aware paired bootstrap (a test sentence's K outputs resampled "
+                        "together) plus a t-test across the seeds (xlpe.evaluate.significance)")
+    p.add_argument("--paired-seeds", action="store_true",
+                   help="with --seeds: the i-th file of every system comes from the same seed (paired t-test "
+                        "across seeds instead of Welch's)")
     p.add_argument("--names", nargs="+", help="display names of the systems (default: file names)")
     p.add_argument("--metrics", nargs="+", default=["bleu", "chrf"], choices=["bleu", "chrf", "chrf++"],
                    help="metrics to compute (default: bleu chrf)")
@@ -44,22 +90,30 @@ def cli_main(args: argparse.Namespace) -> int:
             raise ConfigError("--hyp needs --ref")
         check_tokenize(args.tokenize)
         refs = [_read(r) for r in args.ref]
-        names = args.names or [os.path.basename(h) for h in args.hyp]
-        if len(names) != len(args.hyp):
-            raise ConfigError("--names must name every --hyp file")
-        systems = [(n, _read(h)) for n, h in zip(names, args.hyp)]
-        for h, (_, lines) in zip(args.hyp, systems):
+        k = args.seeds
+        if k < 1 or len(args.hyp) % k:
+            raise ConfigError(f"--seeds {k}: --hyp must list the same number of files (K >= 1) for every system, "
+                              f"but it has {len(args.hyp)} files")
+        names = args.names or [os.path.basename(h) for h in args.hyp[::k]]
+        if len(names) * k != len(args.hyp):
+            raise ConfigError("--names must name every system" + (f" (one name per {k} --hyp files)" if k > 1 else
+                                                                  " (one name per --hyp file)"))
+        outputs = [_read(h) for h in args.hyp]
+        for h, lines in zip(args.hyp, outputs):
             for r, ref in zip(args.ref, refs):
                 if len(lines) != len(ref) and lines and ref:
                     raise FormatError(f"{len(lines)} lines but the reference {r} has {len(ref)}", h,
                                       expected="one hypothesis line per reference line")
-        if len(systems) == 1:
-            sc = corpus_scores(systems[0][1], refs, metrics=args.metrics, tokenize=args.tokenize)
-            result["scores"] = {k: asdict(v) for k, v in sc.items()}
+        if k > 1:
+            result.update(_seed_aware(args, names, [outputs[i:i + k] for i in range(0, len(outputs), k)], refs))
+        elif len(outputs) == 1:
+            sc = corpus_scores(outputs[0], refs, metrics=args.metrics, tokenize=args.tokenize)
+            result["scores"] = {m: asdict(v) for m, v in sc.items()}
             if not args.json:
                 for v in sc.values():
                     print(f"{v.text}\n  signature: {v.signature}")
         else:
+            systems = list(zip(names, outputs))
             comps, sigs = paired_bootstrap(systems, refs, metrics=args.metrics, n_samples=args.bootstrap,
                                            seed=args.seed, tokenize=args.tokenize)
             result["systems"] = [asdict(c) for c in comps]
@@ -75,6 +129,8 @@ def cli_main(args: argparse.Namespace) -> int:
                     print(c.system.ljust(24) + "".join(cells))
                 for k, s in sigs.items():
                     print(f"  {k}: {s}")
+    elif args.seeds != 1:
+        raise ConfigError("--seeds groups --hyp files: give --hyp/--ref")
     if args.orders:
         from xlpe.evaluate.reorder_metrics import order_scores_files
         rs = order_scores_files(args.orders, args.order_ref, ref_base=args.order_ref_base, src=args.order_src)

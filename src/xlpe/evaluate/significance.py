@@ -153,17 +153,20 @@ def _sacrebleu_metric(name: str, tokenize: str = "13a"):
     from sacrebleu.metrics import BLEU, CHRF
     if name == "bleu":
         return BLEU(tokenize=tokenize)
-    if name == "chrf":
-        return CHRF()
-    raise ConfigError(f"unknown metric {name!r} (bleu or chrf)")
+    if name in ("chrf", "chrf++"):
+        return CHRF(word_order=2 if name == "chrf++" else 0)
+    raise ConfigError(f"unknown metric {name!r} (bleu, chrf or chrf++)")
 
 
-def text_stats(name: str, hyps: Sequence[str], refs: Sequence[str], tokenize: str = "13a"):
-    """``(stats (N, K), score(summed stats) -> float)`` of BLEU or chrF, with sacrebleu's own statistics."""
-    if len(hyps) != len(refs):
-        raise ConfigError(f"{len(hyps)} hypotheses for {len(refs)} references")
+def text_stats(name: str, hyps: Sequence[str], refs: Sequence[str] | Sequence[Sequence[str]], tokenize: str = "13a"):
+    """``(stats (N, K), score(summed stats) -> float)`` of BLEU or chrF, with sacrebleu's own statistics.
+    ``refs``: one reference per sentence, or several reference streams (lists of one per sentence)."""
+    streams = [list(refs)] if not refs or isinstance(refs[0], str) else [list(r) for r in refs]
+    for r in streams:
+        if len(hyps) != len(r):
+            raise ConfigError(f"{len(hyps)} hypotheses for {len(r)} references")
     m = _sacrebleu_metric(name, tokenize)
-    stats = np.asarray(m._extract_corpus_statistics(list(hyps), [list(refs)]), dtype=np.float64)
+    stats = np.asarray(m._extract_corpus_statistics(list(hyps), streams), dtype=np.float64)
     return stats, (lambda s: float(m._compute_score_from_stats(list(s)).score))
 
 
@@ -239,10 +242,10 @@ def compare(metric: str, base: SeedStats, system: SeedStats, score: Callable[[np
 
 
 def compare_texts(metric: str, base_hyps: Sequence[Sequence[str]], sys_hyps: Sequence[Sequence[str]],
-                  refs: Sequence[str], *, tokenize: str = "13a", **kw) -> Comparison:
+                  refs: Sequence[str] | Sequence[Sequence[str]], *, tokenize: str = "13a", **kw) -> Comparison:
     """:func:`compare` of BLEU or chrF; ``base_hyps`` / ``sys_hyps`` hold one list of hypotheses per seed."""
     base, system, score = [], [], None
     for hyps, out in [(h, base) for h in base_hyps] + [(h, system) for h in sys_hyps]:
         stats, score = text_stats(metric, hyps, refs, tokenize)
         out.append(stats)
-    return compare(metric.upper() if metric == "bleu" else "chrF", base, system, score, **kw)
+    return compare({"bleu": "BLEU", "chrf++": "chrF++"}.get(metric, "chrF"), base, system, score, **kw)
