@@ -1,4 +1,5 @@
-"""``xlpe evaluate``: BLEU / chrF with signatures and paired bootstrap; Kendall τ / chunk of orders."""
+"""``xlpe evaluate``: BLEU / chrF with signatures and paired bootstrap (seed-aware over K seeds per system with
+``--seeds K``, :mod:`xlpe.evaluate.significance`); Kendall τ / chunk of orders."""
 
 from __future__ import annotations
 
