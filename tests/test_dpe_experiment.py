@@ -38,6 +38,7 @@ dec_layers = 1
 max_updates = 2
 max_tokens = 300
 warmup = 2
+validate_every = 1
 """
 
 
@@ -73,6 +74,7 @@ def test_dpe_recipe_end_to_end(tmp_path):
                   "upper bound: needs the reference", "no claim about training variance"):
         assert title in report
     assert (out / "plots" / "bleu.png").exists()
+    assert "## Dev learning curve of the baseline (APE)" in report and "| 2 | 1 |" in report
     stamps = {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("done.json")}
     assert main(["experiment", "dpe", "--config", str(cfg), "--out", str(out), "--only", "table3"]) == 0
     assert {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("done.json")} == stamps     # cached

@@ -35,6 +35,7 @@ dec_layers = 1
 max_updates = 2
 max_tokens = 300
 warmup = 2
+validate_every = 1
 """
 
 
@@ -57,6 +58,7 @@ def test_structural_recipe_end_to_end(tmp_path, capsys):
     assert "decoding sent/s vs abs-seq" in report and "Cost of structural PE over abs+rel-seq" in report
     assert set(res["decode_cost"]["systems"]) == set(res["cost"]["systems"]) >= {"abs-seq", "rel-seq+both-stru"}
     assert "no claim about training variance" in report and (out / "plots" / "table1.png").exists()
+    assert "## Dev learning curve of the baseline (abs-seq)" in report and "| 2 | 1 |" in report
     stamps = {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("done.json")}
     assert main(["experiment", "structural-pe", "--config", str(cfg), "--out", str(out)]) == 0
     assert {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("done.json")} == stamps     # cached

@@ -193,6 +193,33 @@ def test_report_cells_show_a_spread_only_over_several_seeds():
     assert _fmt((30.03, 0.92), 3) == "30.03 ± 0.92"
 
 
+def test_dev_curves_are_read_from_the_logs_and_averaged_over_seeds(tmp_path):
+    from xlpe.experiments.nmt_runs import dev_curve
+    from xlpe.experiments.summary import dev_curve_lines, system_summary
+    runs = {}
+    for seed, rows in ((1, ["400,2,6.0,5.5,245,1.0,6.0,9", "800,4,5.0,4.5,90,3.0,5.0,19",
+                            "800,4,4.0,3.5,33,5.0,4.0,20"]),            # resumed: step 800 logged again
+                       (2, ["400,2,7.0,6.5,665,2.0,7.0,9"])):
+        d = tmp_path / f"s{seed}"
+        d.mkdir()
+        (d / "valid_log.csv").write_text("step,epoch,valid_loss,valid_nll,valid_ppl,valid_bleu,best,wall_time\n"
+                                         + "\n".join(rows) + "\n")
+        runs[f"base/seed{seed}"] = {"seed": seed, "params": 1, "pe": ["ape"], "updates": 800, "tests": {},
+                                    "dev_curve": dev_curve(d)}
+    assert runs["base/seed1"]["dev_curve"] == [
+        {"step": 400, "valid_loss": 6.0, "valid_nll": 5.5, "valid_bleu": 1.0},
+        {"step": 800, "valid_loss": 4.0, "valid_nll": 3.5, "valid_bleu": 5.0}]
+    assert dev_curve(tmp_path) == []                              # no dev set, no curve
+    s = system_summary(runs, "base", None, {}, seeds=[1, 2], resamples=10)
+    assert s["dev_curve"][0] == {"step": 400, "seeds": 2, "valid_loss": pytest.approx((6.5, 0.7071), abs=1e-4),
+                                 "valid_nll": pytest.approx((6.0, 0.7071), abs=1e-4),
+                                 "valid_bleu": pytest.approx((1.5, 0.7071), abs=1e-4)}
+    lines = dev_curve_lines(s, "the baseline")
+    assert lines[1] == "## Dev learning curve of the baseline"
+    assert lines[-2:] == ["| 400 | 2 | 6.500 ± 0.707 | 6.000 ± 0.707 | 1.50 ± 0.71 |",
+                          "| 800 | 1 | 4.000 | 3.500 | 5.00 |"]
+
+
 def test_gold_dev_part_for_choices_and_the_rest_for_reporting(tmp_path, capsys):
     """A documented gold split (dev/test discipline): the first N gold sentences are the dev part, the rest is
     the reported gold and test set, and the whole set is reported apart, marked as including the dev part."""
@@ -216,7 +243,8 @@ gold_dev_lines = 5
 chosen_on = {{ "train.max_updates" = "a tiny budget for the test", "experiment.preorder_iterations" = "gold dev part" }}""" + body)
     out = tmp_path / "out"
     assert main(["experiment", "xl-pe", "--config", str(cfg), "--out", str(out), "--only", "table1", "table3",
-                 "--set", "experiment.alignment_systems=['baseline']"]) == 0
+                 "--set", "experiment.alignment_systems=['baseline']", "--set", "train.validate_every=1",
+                 "--set", "train.dev_bleu=true"]) == 0
     res = json.loads((out / "results.json").read_text())["results"]
     assert res["data"]["gold_split"] == {"dev": [1, 5], "reported": [6, 20], "all": 20}
     src = (d / "test.src").read_text().splitlines()
@@ -230,6 +258,9 @@ chosen_on = {{ "train.max_updates" = "a tiny budget for the test", "experiment.p
     assert "gold sentences 6–20 (1–5 are the dev part" in report
     assert "all 20 gold sentences, dev part included" in report and "all gold (incl. dev part) BLEU" in report
     assert "## Choices and the data they were made on" in report and "`train.max_updates`: a tiny budget" in report
+    # a learning curve on the dev part (validations every update), what a budget is chosen on
+    assert [p["step"] for p in run["dev_curve"]] == [1, 2, 3] and "valid_bleu" in run["dev_curve"][0]
+    assert "## Dev learning curve of the baseline (APE)" in report and "| 3 | 1 |" in report
     # the preorderer is scored on the dev part too, where its settings are chosen
     assert set(res["preorder"]) >= {"dev_btg", "gold_btg", "extra-all-gold_btg"}
     assert "preorderer on the gold set's dev part (sentences 1–5, for choices)" in report

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
-from xlpe.experiments.summary import fmt, mean_std
-from xlpe.runtime import versions
+from xlpe.experiments.summary import closing_lines, dev_curve_lines, fmt, mean_std
 
 
 def _p(c: dict | None) -> str:
@@ -116,10 +114,7 @@ def render_report(cfg, results: dict, tables: set[str]) -> str:
             claims.append(f"- 2PT vs baseline: {tt['verdict_bleu']}")
     if claims:
         L += ["", "## Claims", ""] + claims
-    if e.chosen_on:
-        L += ["", "## Choices and the data they were made on", ""] + [f"- `{k}`: {v}" for k, v in e.chosen_on.items()]
-    L += ["", "## Run", "", f"- command: `{' '.join(['xlpe'] + sys.argv[1:])}`",
-          "- versions: " + ", ".join(f"{k} {v}" for k, v in versions().items())]
+    L += dev_curve_lines(s.get("baseline", {}), "the baseline (APE)") + closing_lines(e.chosen_on)
     return "\n".join(L) + "\n"
 
 

@@ -32,6 +32,22 @@ def _median_tokens_per_s(run_dir: Path) -> float | None:
     return round(statistics.median(vals), 1) if vals else None
 
 
+def dev_curve(train_dir: Path) -> list[dict[str, float]]:
+    """The dev-set validations of one run (``valid_log.csv`` or ``.jsonl``): ``step`` and the logged metrics
+    (``valid_loss``, ``valid_nll``, ``valid_bleu`` with ``dev_bleu``), in update order; [] without a dev set."""
+    import json
+    keep = ("step", "valid_loss", "valid_nll", "valid_bleu")
+    rows: list[dict] = []
+    if (train_dir / "valid_log.csv").exists():
+        with open(train_dir / "valid_log.csv", newline="") as f:
+            rows = list(csv.DictReader(f))
+    elif (train_dir / "valid_log.jsonl").exists():
+        rows = [json.loads(x) for x in (train_dir / "valid_log.jsonl").read_text().splitlines() if x.strip()]
+    curve = {int(r["step"]): {"step": int(r["step"]),
+                              **{k: float(r[k]) for k in keep[1:] if r.get(k) not in (None, "")}} for r in rows}
+    return [curve[k] for k in sorted(curve)]       # a resumed run may log a step twice: the last one counts
+
+
 def run_system(run_dir: Path, *, pe: list[str], pe_options: dict, encoder_free: bool, seed: int,
                model: dict, train_opts: dict, spm: str, train_src: str, train_tgt: str, dev_src: str | None,
                dev_tgt: str | None, train_channels: dict[str, str], dev_channels: dict[str, str],
@@ -145,7 +161,8 @@ def run_grid(out: Path, systems: dict[str, dict], seeds: list[int], *, key: dict
             tasks.append((out, f"{name}/seed{seed}", params, fn))
             keys.append(f"{name}/seed{seed}")
     log.info("%d runs (%d systems x %d seeds), %d at a time", len(tasks), len(systems), len(seeds), jobs)
-    return dict(zip(keys, run_stages(tasks, jobs)))
+    # each run's dev validations, read from its log (so cached runs have them too)
+    return {k: {**r, "dev_curve": dev_curve(out / k / "train")} for k, r in zip(keys, run_stages(tasks, jobs))}
 
 
 def _overridden(common: dict, ro: dict) -> dict:

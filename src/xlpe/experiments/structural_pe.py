@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,9 +30,8 @@ from xlpe.experiments.cache import file_sig, run_stage
 from xlpe.experiments.nmt_runs import STOPS, decode_cost_stage, measure_cost, run_grid
 from xlpe.experiments.recipe import RecipeConfig, RecipeExperiment
 from xlpe.experiments.stages import align_stage, parse_stage, preorder_stage, read_text
-from xlpe.experiments.summary import fmt, system_summary
+from xlpe.experiments.summary import closing_lines, dev_curve_lines, fmt, system_summary
 from xlpe.experiments.systems import LABELS, SYSTEMS, pe_list
-from xlpe.runtime import versions
 
 log = logging.getLogger("xlpe.experiments.structural_pe")
 
@@ -196,10 +194,7 @@ def render_report(cfg: StructConfig, results: dict, systems: list[str]) -> str:
                   "abs+rel-seq (same run, interleaved rounds)."]
     if claims:
         L += ["", "Claims:"] + claims
-    if e.chosen_on:
-        L += ["", "## Choices and the data they were made on", ""] + [f"- `{k}`: {v}" for k, v in e.chosen_on.items()]
-    L += ["", "## Run", "", f"- command: `{' '.join(['xlpe'] + sys.argv[1:])}`",
-          "- versions: " + ", ".join(f"{k} {v}" for k, v in versions().items())]
+    L += dev_curve_lines(s.get("abs-seq", {}), "the baseline (abs-seq)") + closing_lines(e.chosen_on)
     return "\n".join(L) + "\n"
 
 

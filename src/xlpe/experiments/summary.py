@@ -4,6 +4,7 @@ that account for seeds (BLEU and chrF per test set, AER on a gold set; :mod:`xlp
 from __future__ import annotations
 
 import statistics
+import sys
 from typing import Any
 
 from xlpe.experiments.stages import read_text
@@ -57,6 +58,13 @@ def system_summary(runs: dict, name: str, base: str | None, refs: dict[str, list
                         paired_seeds=[r["seed"] for r in rs] == [b["seed"] for b in base_rs])
             out["alignment"]["compare"] = c.to_dict()
             out["alignment"]["verdict"] = c.verdict()
+    curves = [r["dev_curve"] for r in rs if r.get("dev_curve")]
+    if curves:                  # mean over the seeds that validated at each step
+        out["dev_curve"] = []
+        for st in sorted({p["step"] for c in curves for p in c}):
+            at = [p for c in curves for p in c if p["step"] == st]
+            means = {k: mean_std([p[k] for p in at]) for k in at[0] if k != "step" and all(k in p for p in at)}
+            out["dev_curve"].append({"step": st, "seeds": len(at), **means})
     more = [r["attention_alignment_more"]["all-gold"] for r in rs if "all-gold" in r.get("attention_alignment_more", {})]
     if more:
         out["alignment_all_gold"] = {k: mean_std([a[k] for a in more]) for k in ("aer", "precision", "recall")}
@@ -67,3 +75,31 @@ def fmt(ms: tuple[float, float], seeds: int, scale: float = 1.0, digits: int = 2
     """``mean ± std``; the value alone for one seed (a std of one run is no spread)."""
     m, sd = ms
     return f"{scale * m:.{digits}f}" + (f" ± {scale * sd:.{digits}f}" if seeds > 1 else "")
+
+
+def dev_curve_lines(summary: dict, label: str) -> list[str]:
+    """A report section: ``label``'s dev loss (and greedy dev BLEU, when logged) at every validation, mean ± std
+    over seeds; what a budget is chosen on (``train.validate_every``, ``train.dev_bleu``). [] without one."""
+    curve = summary.get("dev_curve") or []
+    if len(curve) < 2:
+        return []
+    bleu = all("valid_bleu" in p for p in curve)
+    lines = ["", f"## Dev learning curve of {label}", "",
+             "| updates | seeds | dev loss | dev NLL |" + (" dev BLEU (greedy) |" if bleu else ""),
+             "|---|---|---|---|" + ("---|" if bleu else "")]
+    for p in curve:
+        lines.append(f"| {p['step']} | {p['seeds']} | {fmt(p['valid_loss'], p['seeds'], digits=3)} | "
+                     f"{fmt(p['valid_nll'], p['seeds'], digits=3)} |"
+                     + (f" {fmt(p['valid_bleu'], p['seeds'])} |" if bleu else ""))
+    return lines
+
+
+def closing_lines(chosen_on: dict[str, str]) -> list[str]:
+    """The end of every recipe's report: where each setting was chosen (``experiment.chosen_on``), the command
+    and the versions."""
+    from xlpe.runtime import versions
+    lines = []
+    if chosen_on:
+        lines += ["", "## Choices and the data they were made on", ""] + [f"- `{k}`: {v}" for k, v in chosen_on.items()]
+    return lines + ["", "## Run", "", f"- command: `{' '.join(['xlpe'] + sys.argv[1:])}`",
+                    "- versions: " + ", ".join(f"{k} {v}" for k, v in versions().items())]

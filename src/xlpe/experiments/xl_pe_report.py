@@ -4,14 +4,12 @@ Tables 1, 3, 4 and Figures 3, 4, and their plots."""
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from xlpe.experiments.stages import read_text
-from xlpe.experiments.summary import fmt, system_summary
+from xlpe.experiments.summary import closing_lines, dev_curve_lines, fmt, system_summary
 from xlpe.experiments.systems import LABELS
-from xlpe.runtime import versions
 
 #: how report headers name test sets the recipe adds itself
 TEST_LABELS = {"all-gold": "all gold (incl. dev part)"}
@@ -62,14 +60,6 @@ def _preorder_lines(results: dict) -> list[str]:
             f"(identity {pre[k + '_identity']['chunk']:.4f})" for k, label in names.items() if f"{k}_btg" in pre]
 
 
-def _run_lines(e) -> list[str]:
-    lines = []
-    if e.chosen_on:
-        lines += ["", "## Choices and the data they were made on", ""] + [f"- `{k}`: {v}" for k, v in e.chosen_on.items()]
-    return lines + ["", "## Run", "", f"- command: `{' '.join(['xlpe'] + sys.argv[1:])}`",
-                    "- versions: " + ", ".join(f"{k} {v}" for k, v in versions().items())]
-
-
 def render_preorder_report(cfg: XLConfig, results: dict) -> str:
     """``--only preorder``: the preorderer's settings and scores, for choosing them on a dev part."""
     e, pre = cfg.experiment, results["preorder"]
@@ -82,7 +72,7 @@ def render_preorder_report(cfg: XLConfig, results: dict) -> str:
          f"(identity {pre['train_identity']['tau']:.4f})"] + _preorder_lines(results)
     if not any(k.endswith("_btg") for k in pre):
         L.append("- no split has gold alignments: only the training-oracle τ above can guide a choice")
-    return "\n".join(L + _run_lines(e)) + "\n"
+    return "\n".join(L + closing_lines(e.chosen_on)) + "\n"
 
 
 def render_report(cfg: XLConfig, results: dict, tables: set[str]) -> str:
@@ -208,7 +198,7 @@ def render_report(cfg: XLConfig, results: dict, tables: set[str]) -> str:
                 cells = " | ".join(fmt(v["tests"][x]["bleu"], v["seeds"]) for x in tests)
                 L.append(f"| {r:g} | {cells} |" + extra)
     sig = next((r["tests"][tests[0]]["signature"] for r in results["runs"].values()), None) if tests else None
-    L += _run_lines(e)
+    L += dev_curve_lines(systems.get("baseline", {}), "the baseline (APE)") + closing_lines(e.chosen_on)
     if sig:
         L.append(f"- BLEU signature: `{sig}`")
     return "\n".join(L) + "\n"
