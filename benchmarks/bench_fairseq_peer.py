@@ -34,6 +34,10 @@ so that they share the machine's noise; medians over rounds are reported):
   trainers' own logs every 10 updates: xlpe ``train_log.csv`` tokens_per_s x interval; fairseq ``train_inner``
   wpb x updates / wps). No validation, no checkpoint inside the window. Same data, subwords, batch budget,
   model and optimiser as ``multi30k_budget.py``.
+* **Two processes of one thread** (``xlpe-ape-bf16pure-ddp``, ``fairseq-ddp``, not in the default set): DDP over
+  ``--threads`` CPU processes with ``--max-tokens`` split between them (the same tokens per update), xlpe through
+  ``torch.distributed.run``, fairseq with every rank started here (gloo, ``legacy_ddp``). ``over_fairseq_ddp``
+  compares with fairseq's best use of the cores, not only with its default.
 * **MFU**: model FLOPs per target token from the corpus' own lengths (below), times tokens/s, over a matmul peak
   measured in the same run (``torch.mm`` at ``--threads`` threads on the model's GEMM shapes — forward and the
   transposed backward ones — and a square 2048^3 one; the best GFLOP/s of them is the peak). One count for all
@@ -63,8 +67,10 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
 import shutil
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -73,14 +79,31 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import multi30k_budget as mb  # noqa: E402
 
 D, F, H, L_ENC, L_DEC = 256, 1024, 4, 3, 3
-SYSTEMS = ("xlpe-ape", "xlpe-rpe", "fairseq", "xlpe-ape-bf16", "xlpe-ape-bf16pure")
+SYSTEMS = ("xlpe-ape", "xlpe-rpe", "fairseq", "xlpe-ape-bf16", "xlpe-ape-bf16pure", "xlpe-ape-bf16pure-ddp",
+           "fairseq-ddp")
+DDP = "-ddp"        # --threads processes of one thread each, --max-tokens / --threads tokens per process and update
 
 
 def _amp(system: str) -> str:
     """The training precision of a system: ``...-bf16`` autocast, ``...-bf16pure`` bf16 weights with float32
     masters (``xlpe.train.master``), otherwise float32."""
-    system = system.split("@")[0]
+    system = system.split("@")[0].removesuffix(DDP)
     return "bf16-pure" if system.endswith("bf16pure") else "bf16" if system.endswith("bf16") else "none"
+
+
+def _ddp_fairseq(cmd: list, a, run_dir: Path) -> tuple[list, list]:
+    """fairseq 0.12 on ``a.threads`` CPU processes: its torchrun path divides by the GPU count and its default
+    DDP wrapper passes GPU device ids, so every rank is started here, with gloo and ``legacy_ddp``. Returns the
+    rank-0 command and the other ranks' processes (started)."""
+    i = cmd.index("--max-tokens")
+    cmd = cmd[:i + 1] + [str(int(cmd[i + 1]) // a.threads)] + cmd[i + 2:] + [
+        "--distributed-backend", "gloo", "--distributed-world-size", str(a.threads), "--distributed-no-spawn",
+        "--ddp-backend", "legacy_ddp", "--distributed-init-method", f"tcp://127.0.0.1:{29500 + os.getpid() % 400}",
+        "--device-id", "0"]
+    others = [subprocess.Popen([str(c) for c in cmd] + ["--distributed-rank", str(r)], stdout=subprocess.DEVNULL,
+                               stderr=open(run_dir / f"rank{r}.log", "w"), env={**os.environ, **mb.fairseq_env(1)})
+              for r in range(1, a.threads)]
+    return cmd + ["--distributed-rank", "0"], others
 
 #: with --before-src, these xlpe systems are also trained from the older source tree, named "<system>@before"
 BEFORE_SUFFIX = "@before"
@@ -191,20 +214,32 @@ def train_once(system: str, a, data: Path, prep: Path, run_dir: Path) -> dict:
     timed = a.bf16_updates if _amp(system) != "none" else a.updates
     total = a.warmup_updates + timed
     log = run_dir / "stdout.log"
+    ddp = system.endswith(DDP)
     if system.startswith("xlpe"):
         pe = ["rpe"] if "-rpe" in system else ["ape"]
         amp = _amp(system)
         out = run_dir / "train"
-        r = mb.run(mb.xlpe_train_cmd(data, prep, out, pe=pe, amp=amp, threads=a.threads, max_updates=total,
-                                     dev=False, log_every=10, save_every=0, validate_every=0), log=log, env=env)
+        cmd = mb.xlpe_train_cmd(data, prep, out, pe=pe, amp=amp, threads=1 if ddp else a.threads, max_updates=total,
+                                dev=False, log_every=10, save_every=0, validate_every=0,
+                                optim={"--max-tokens": 4096 // a.threads} if ddp else None)
+        if ddp:                 # xlpe's own DDP path (gloo on CPU); tokens/s in its log sum over the processes
+            cmd = [cmd[0], "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(a.threads),
+                   *cmd[1:]]                           # "-m xlpe.cli ..."
+            env = {**(env or {}), "OMP_NUM_THREADS": "1"}
+        r = mb.run(cmd, log=log, env=env)
         w = _xlpe_window(out / "train_log.csv", a.warmup_updates)
         rows = list(csv.DictReader(open(out / "train_log.csv")))
         w["final_loss"] = float(rows[-1]["loss"])
     else:
         out = run_dir / "train"
-        r = mb.run(mb.fairseq_train_cmd(a.fairseq_venv, prep, out, threads=a.threads, max_updates=total,
-                                        log_every=10, num_workers=a.fairseq_num_workers, validate=False,
-                                        save=False), log=log, env=mb.fairseq_env(a.threads))
+        cmd = mb.fairseq_train_cmd(a.fairseq_venv, prep, out, threads=1 if ddp else a.threads, max_updates=total,
+                                   log_every=10, num_workers=a.fairseq_num_workers, validate=False, save=False)
+        others = []
+        if ddp:
+            cmd, others = _ddp_fairseq(cmd, a, run_dir)
+        r = mb.run(cmd, log=log, env=mb.fairseq_env(1 if ddp else a.threads))
+        for p in others:
+            p.wait()
         w = _fairseq_window(r["output"], a.warmup_updates)
         losses = [json.loads(l.split("| train_inner |", 1)[1])["loss"] for l in r["output"].splitlines()
                   if "| train_inner |" in l]
@@ -391,7 +426,7 @@ def main() -> None:
     ap.add_argument("--fairseq-num-workers", type=int, default=1, help="fairseq data-loader workers (its default)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--only", choices=("all", "train", "decode"), default="all")
-    ap.add_argument("--systems", nargs="+", choices=SYSTEMS, default=list(SYSTEMS))
+    ap.add_argument("--systems", nargs="+", choices=SYSTEMS, default=[s for s in SYSTEMS if not s.endswith(DDP)])
     ap.add_argument("--updates", type=int, default=60, help="timed updates per training run")
     ap.add_argument("--warmup-updates", type=int, default=10, help="untimed first updates (multiple of 10)")
     ap.add_argument("--rounds", type=int, default=2, help="interleaved rounds of training runs")
@@ -416,7 +451,7 @@ def main() -> None:
         ap.error("--warmup-updates, --updates and --bf16-updates must be multiples of 10 (the log interval)")
     machine = mb.machine_state()
     data, work = a.data.resolve(), a.work.resolve()
-    use_fairseq = "fairseq" in a.systems or a.only == "decode"
+    use_fairseq = any(x.startswith("fairseq") for x in a.systems) or a.only == "decode"
     prep = mb.prepare(data, work, venv=a.fairseq_venv if use_fairseq else None, threads=a.threads)
     import platform
     import torch
@@ -472,11 +507,12 @@ def main() -> None:
             if _amp(s) != "none" and peaks["bf16"]:
                 e["mfu_vs_bf16_peak"] = round(tps * fpt / 1e9 / report["matmul_peak"]["bf16_gflops"], 3)
             train[s] = e
-        if "fairseq" in train:
-            fs = train["fairseq"]["tokens_per_s_median"]
-            for s in train:
-                if s != "fairseq":
-                    train[s]["over_fairseq"] = round(train[s]["tokens_per_s_median"] / fs, 3)
+        for peer in ("fairseq", "fairseq-ddp"):
+            if peer in train:
+                fs = train[peer]["tokens_per_s_median"]
+                for s in train:
+                    if not s.startswith("fairseq"):
+                        train[s]["over_" + peer.replace("-", "_")] = round(train[s]["tokens_per_s_median"] / fs, 3)
         if "xlpe-ape" in train and "xlpe-rpe" in train:
             train["rpe_cost_over_ape"] = round(train["xlpe-ape"]["tokens_per_s_median"]
                                                / train["xlpe-rpe"]["tokens_per_s_median"] - 1, 3)
