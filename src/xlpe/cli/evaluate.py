@@ -23,20 +23,21 @@ def _seed_aware(args: argparse.Namespace, names: list[str], systems: list[list[l
     bootstrap and the t-test across seeds, and a verdict that needs both (printed unless ``--json``)."""
     import numpy as np
 
-    from xlpe.evaluate.significance import compare_texts, text_stats
+    from xlpe.evaluate.significance import compare, metric_label, text_stats
     res: dict = {"seeds": args.seeds, "systems": {}, "comparisons": {}}
-    def corpus_score(metric: str, hyps: list[str]) -> float:
-        stats, score = text_stats(metric, hyps, refs, args.tokenize)
-        return score(stats.sum(0))
-
     for metric in args.metrics:
+        stats, score = [], None            # per system, per seed: the per-sentence statistics, extracted once
         for name, outs in zip(names, systems):
-            scores = [corpus_score(metric, h) for h in outs]
+            stats.append([])
+            for h in outs:
+                st, score = text_stats(metric, h, refs, args.tokenize)
+                stats[-1].append(st)
+            scores = [score(st.sum(0)) for st in stats[-1]]
             res["systems"].setdefault(name, {})[metric] = {"per_seed": scores, "mean": float(np.mean(scores)),
                                                            "std": float(np.std(scores, ddof=1))}
-        for name, outs in zip(names[1:], systems[1:]):
-            c = compare_texts(metric, systems[0], outs, refs, tokenize=args.tokenize, resamples=args.bootstrap,
-                              seed=args.seed, paired_seeds=args.paired_seeds)
+        for name, st in zip(names[1:], stats[1:]):
+            c = compare(metric_label(metric), stats[0], st, score, resamples=args.bootstrap, seed=args.seed,
+                        paired_seeds=args.paired_seeds)
             res["comparisons"].setdefault(name, {})[metric] = {**c.to_dict(), "verdict": c.verdict()}
     if not args.json:
         print(f"{args.seeds} seeds per system; against {names[0]}: seed-aware paired bootstrap ({args.bootstrap} "

@@ -248,4 +248,9 @@ def compare_texts(metric: str, base_hyps: Sequence[Sequence[str]], sys_hyps: Seq
     for hyps, out in [(h, base) for h in base_hyps] + [(h, system) for h in sys_hyps]:
         stats, score = text_stats(metric, hyps, refs, tokenize)
         out.append(stats)
-    return compare({"bleu": "BLEU", "chrf++": "chrF++"}.get(metric, "chrF"), base, system, score, **kw)
+    return compare(metric_label(metric), base, system, score, **kw)
+
+
+def metric_label(metric: str) -> str:
+    """How reports name a sacrebleu metric (``bleu`` -> ``BLEU``)."""
+    return {"bleu": "BLEU", "chrf++": "chrF++"}.get(metric, "chrF")
