@@ -220,6 +220,19 @@ def test_dev_curves_are_read_from_the_logs_and_averaged_over_seeds(tmp_path):
                           "| 800 | 1 | 4.000 | 3.500 | 5.00 |"]
 
 
+def test_dev_scores_table_lists_every_system_that_validated_at_its_last_validation():
+    from xlpe.experiments.summary import dev_scores_lines
+    point = {"step": 800, "seeds": 3, "valid_loss": (4.0, 0.1), "valid_nll": (3.5, 0.05)}
+    lines = dev_scores_lines({"base": {"dev_curve": [{**point, "step": 400}, point]}, "nodev": {},
+                              "xl": {"dev_curve": [{**point, "valid_nll": (3.25, 0.0)}]}},
+                             {"base": "baseline (APE)"})
+    assert lines[1] == "## Dev scores of every system (last validation)"
+    assert lines[3] == "| system | updates | seeds | dev loss | dev NLL |"      # no BLEU column: none logged
+    assert lines[-2:] == ["| baseline (APE) | 800 | 3 | 4.000 ± 0.100 | 3.500 ± 0.050 |",
+                          "| xl | 800 | 3 | 4.000 ± 0.100 | 3.250 ± 0.000 |"]
+    assert dev_scores_lines({"nodev": {}}, {}) == []
+
+
 def test_gold_dev_part_for_choices_and_the_rest_for_reporting(tmp_path, capsys):
     """A documented gold split (dev/test discipline): the first N gold sentences are the dev part, the rest is
     the reported gold and test set, and the whole set is reported apart, marked as including the dev part."""

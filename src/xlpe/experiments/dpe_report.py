@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from xlpe.experiments.summary import closing_lines, dev_curve_lines, fmt, mean_std
+from xlpe.experiments.summary import closing_lines, dev_curve_lines, dev_scores_lines, fmt, mean_std
 
 
 def _p(c: dict | None) -> str:
@@ -114,7 +114,12 @@ def render_report(cfg, results: dict, tables: set[str]) -> str:
             claims.append(f"- 2PT vs baseline: {tt['verdict_bleu']}")
     if claims:
         L += ["", "## Claims", ""] + claims
-    L += dev_curve_lines(s.get("baseline", {}), "the baseline (APE)") + closing_lines(e.chosen_on)
+    L += dev_curve_lines(s.get("baseline", {}), "the baseline (APE)")
+    from xlpe.experiments.dpe import lambda_name
+    labels = {**{lambda_name(cfg, lam): f"λ = {lam:g}" for lam in e.lambdas}, "baseline": "baseline (APE)",
+              "dpe": "+DPE", "dpe-eflomal": "+DPE, eflomal targets", "deeper": f"baseline +{e.dpe_layers} encoder "
+              "layers", "2pt-reorderer": "2PT reorderer", "2pt": "2PT translator"}
+    L += dev_scores_lines(s, labels) + closing_lines(e.chosen_on)
     return "\n".join(L) + "\n"
 
 

@@ -30,7 +30,7 @@ from xlpe.experiments.cache import file_sig, run_stage
 from xlpe.experiments.nmt_runs import STOPS, decode_cost_stage, measure_cost, run_grid
 from xlpe.experiments.recipe import RecipeConfig, RecipeExperiment
 from xlpe.experiments.stages import align_stage, parse_stage, preorder_stage, read_text
-from xlpe.experiments.summary import closing_lines, dev_curve_lines, fmt, system_summary
+from xlpe.experiments.summary import closing_lines, dev_curve_lines, dev_scores_lines, fmt, system_summary
 from xlpe.experiments.systems import LABELS, SYSTEMS, pe_list
 
 log = logging.getLogger("xlpe.experiments.structural_pe")
@@ -194,7 +194,8 @@ def render_report(cfg: StructConfig, results: dict, systems: list[str]) -> str:
                   "abs+rel-seq (same run, interleaved rounds)."]
     if claims:
         L += ["", "Claims:"] + claims
-    L += dev_curve_lines(s.get("abs-seq", {}), "the baseline (abs-seq)") + closing_lines(e.chosen_on)
+    L += dev_curve_lines(s.get("abs-seq", {}), "the baseline (abs-seq)")
+    L += dev_scores_lines({n: s.get(n, {}) for n in systems}, LABELS) + closing_lines(e.chosen_on)
     return "\n".join(L) + "\n"
 
 

@@ -94,6 +94,28 @@ def dev_curve_lines(summary: dict, label: str) -> list[str]:
     return lines
 
 
+def dev_scores_lines(summaries: dict[str, dict], labels: dict[str, str]) -> list[str]:
+    """A report section: every system's dev loss, dev NLL (and greedy dev BLEU, when logged) at its last
+    validation, mean ± std over seeds: what a choice between systems is made on (e.g. the XL variant composed
+    with another encoding), where the test columns are not. [] when no system validated."""
+    rows = []
+    for name, v in summaries.items():
+        curve = (v or {}).get("dev_curve") or []
+        if curve:
+            rows.append((labels.get(name, name), curve[-1]))
+    if not rows:
+        return []
+    bleu = all("valid_bleu" in p for _, p in rows)
+    lines = ["", "## Dev scores of every system (last validation)", "",
+             "| system | updates | seeds | dev loss | dev NLL |" + (" dev BLEU (greedy) |" if bleu else ""),
+             "|---|---|---|---|---|" + ("---|" if bleu else "")]
+    for label, p in rows:
+        lines.append(f"| {label} | {p['step']} | {p['seeds']} | {fmt(p['valid_loss'], p['seeds'], digits=3)} | "
+                     f"{fmt(p['valid_nll'], p['seeds'], digits=3)} |"
+                     + (f" {fmt(p['valid_bleu'], p['seeds'])} |" if bleu else ""))
+    return lines
+
+
 def closing_lines(chosen_on: dict[str, str]) -> list[str]:
     """The end of every recipe's report: where each setting was chosen (``experiment.chosen_on``), the command
     and the versions."""

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from xlpe.experiments.stages import read_text
-from xlpe.experiments.summary import closing_lines, dev_curve_lines, fmt, system_summary
+from xlpe.experiments.summary import closing_lines, dev_curve_lines, dev_scores_lines, fmt, system_summary
 from xlpe.experiments.systems import LABELS
 
 #: how report headers name test sets the recipe adds itself
@@ -198,7 +198,8 @@ def render_report(cfg: XLConfig, results: dict, tables: set[str]) -> str:
                 cells = " | ".join(fmt(v["tests"][x]["bleu"], v["seeds"]) for x in tests)
                 L.append(f"| {r:g} | {cells} |" + extra)
     sig = next((r["tests"][tests[0]]["signature"] for r in results["runs"].values()), None) if tests else None
-    L += dev_curve_lines(systems.get("baseline", {}), "the baseline (APE)") + closing_lines(e.chosen_on)
+    L += dev_curve_lines(systems.get("baseline", {}), "the baseline (APE)")
+    L += dev_scores_lines(systems, LABELS) + closing_lines(e.chosen_on)
     if sig:
         L.append(f"- BLEU signature: `{sig}`")
     return "\n".join(L) + "\n"
