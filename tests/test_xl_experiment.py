@@ -287,3 +287,11 @@ chosen_on = {{ "train.max_updates" = "a tiny budget for the test", "experiment.p
     assert "`experiment.preorder_iterations`: gold dev part" in pre_only
     with pytest.raises(ConfigError, match="chosen_on names 'train.max_epochs'"):
         load_config(str(cfg), ["experiment.chosen_on={'train.max_epochs'='x'}"])
+
+
+def test_reports_name_the_parts_of_a_split_gold_set():
+    from xlpe.experiments.summary import gold_split_lines
+    assert gold_split_lines({"gold_split": {"dev": [1, 150], "reported": [151, 508], "all": 508}}) == [
+        "- test set: gold sentences 151–508 (the reported part of all 508); dev set: gold sentences 1–150 "
+        "(validation and every choice; never reported as a result)"]
+    assert gold_split_lines({"gold_split": {}}) == gold_split_lines({}) == []

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from xlpe.experiments.summary import closing_lines, dev_curve_lines, dev_scores_lines, fmt, mean_std
+from xlpe.experiments.summary import closing_lines, dev_curve_lines, dev_scores_lines, fmt, gold_split_lines, mean_std
 
 
 def _p(c: dict | None) -> str:
@@ -55,6 +55,7 @@ def render_report(cfg, results: dict, tables: set[str]) -> str:
          f"model: {cfg.model}; N_dpe = {e.dpe_layers}; {_lambda(cfg, results)} ({e.aux_loss_mode} loss, SPEC §6.3)",
          "- significance (xlpe.evaluate.significance): seed-aware paired bootstrap over test sentences / t-test over "
          "seeds; bold only when both are below 0.05; with one seed no claim about training variance is made"]
+    L += gold_split_lines(results["data"])
     claims: list[str] = []
 
     def table(title: str, rows: list[tuple[str, str]], probe: bool = False) -> None:

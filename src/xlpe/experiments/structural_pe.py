@@ -30,7 +30,8 @@ from xlpe.experiments.cache import file_sig, run_stage
 from xlpe.experiments.nmt_runs import STOPS, decode_cost_stage, measure_cost, run_grid
 from xlpe.experiments.recipe import PreorderSettings, RecipeConfig, RecipeExperiment
 from xlpe.experiments.stages import align_stage, parse_stage, preorder_stage, read_text
-from xlpe.experiments.summary import closing_lines, dev_curve_lines, dev_scores_lines, fmt, system_summary
+from xlpe.experiments.summary import (closing_lines, dev_curve_lines, dev_scores_lines, fmt, gold_split_lines,
+                                      system_summary)
 from xlpe.experiments.systems import LABELS, SYSTEMS, pe_list
 
 log = logging.getLogger("xlpe.experiments.structural_pe")
@@ -160,7 +161,7 @@ def render_report(cfg: StructConfig, results: dict, systems: list[str]) -> str:
          f"model: {cfg.model}; pe_options: {e.pe_options or 'defaults (k=16, tanh fusion)'}",
          "- significance (xlpe.evaluate.significance): seed-aware paired bootstrap over test sentences and Welch's "
          "/ paired t-test over seeds; bold only when both are below 0.05; with one seed no claim about training "
-         "variance is made",
+         "variance is made"] + gold_split_lines(results["data"]) + [
          "", "## Table 1: the structural ablation (and the composition with XL PE)", "",
          "| system | params | test BLEU | Δ vs | p (bootstrap / seeds) | chrF | training tok/s vs abs-seq | "
          "decoding sent/s vs abs-seq |",

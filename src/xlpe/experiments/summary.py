@@ -94,6 +94,17 @@ def dev_curve_lines(summary: dict, label: str) -> list[str]:
     return lines
 
 
+def gold_split_lines(data: dict) -> list[str]:
+    """A report line naming the parts of a split gold set (``[data] gold_dev_lines``) when the test set is the
+    gold set: BLEU is on the reported part, the dev part is where choices are made. [] without a split."""
+    split = data.get("gold_split") or {}
+    if not split:
+        return []
+    (r0, r1), k = split["reported"], split["dev"][1]
+    return [f"- test set: gold sentences {r0}–{r1} (the reported part of all {split['all']}); dev set: gold sentences "
+            f"1–{k} (validation and every choice; never reported as a result)"]
+
+
 def dev_scores_lines(summaries: dict[str, dict], labels: dict[str, str]) -> list[str]:
     """A report section: every system's dev loss, dev NLL (and greedy dev BLEU, when logged) at its last
     validation, mean ± std over seeds: what a choice between systems is made on (e.g. the XL variant composed
