@@ -53,7 +53,8 @@ TARGETS = ("gold", "eflomal")
 
 @dataclass
 class DPEExperiment(PreorderSettings, RecipeExperiment):
-    """``[experiment]``: what to run (the settings every recipe shares are in ``RecipeExperiment``)."""
+    """``[experiment]``: what to run (the settings every recipe shares are in ``RecipeExperiment``, the
+    preorderer's in ``PreorderSettings``)."""
 
     dpe_layers: int = 2                      # N_dpe (SPEC §6.1)
     dpe_lambda: float = 0.5                  # λ of the dpe system (SPEC §6.3 default; choose it on dev data)

@@ -45,7 +45,8 @@ TREE_CHANNELS = ("depth", "tree_word", "tree_head")
 
 @dataclass
 class StructExperiment(PreorderSettings, RecipeExperiment):
-    """``[experiment]``: what to run (the settings every recipe shares are in ``RecipeExperiment``)."""
+    """``[experiment]``: what to run (the settings every recipe shares are in ``RecipeExperiment``, the
+    preorderer's in ``PreorderSettings``)."""
 
     systems: list[str] = field(default_factory=lambda: list(ABLATION))
     compose: list[str] = field(default_factory=lambda: ["headxl+both-stru"])   # with XL PE ([] = skip)

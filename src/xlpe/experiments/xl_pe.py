@@ -66,7 +66,8 @@ TABLES = ("table1", "fig3", "table3", "table4", "fig4", "preorder")   # preorder
 
 @dataclass
 class XLExperiment(PreorderSettings, RecipeExperiment):
-    """``[experiment]``: what to run (the settings every recipe shares are in ``RecipeExperiment``)."""
+    """``[experiment]``: what to run (the settings every recipe shares are in ``RecipeExperiment``, the
+    preorderer's in ``PreorderSettings``)."""
 
     systems: list[str] = field(default_factory=lambda: ["baseline", "rpe", "inxl", "headxl", "combination"])
     taus: list[int] = field(default_factory=list)               # Figure 3: HeadXL tau grid ([] = skip)
