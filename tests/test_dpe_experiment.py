@@ -94,6 +94,26 @@ def test_lambda_chosen_on_the_dev_set(tmp_path):
     started = json.loads((out / "runs" / "dpe" / "seed1" / "started.json").read_text())
     assert started["params"]["run"]["train"]["aux_weights"] == {"loss_dpe": res["lambda_chosen"]}
     assert "chosen on the dev set" in (out / "report.md").read_text()
+    # the dpe system at the chosen λ is the sweep's run of that λ (same seed and key): linked, not trained again
+    chosen = f"dpe-l{res['lambda_chosen']:g}"
+    link = out / "runs" / "dpe" / "seed1"
+    assert link.is_symlink() and link.resolve() == (out / "runs" / chosen / "seed1").resolve()
+    assert res["runs"]["dpe/seed1"]["tests"]["test"] == res["runs"][f"{chosen}/seed1"]["tests"]["test"]
+    assert "dpe/seed1" in res["probe"]
+
+
+def test_a_link_to_an_earlier_lambda_choice_is_replaced(tmp_path):
+    from xlpe.experiments.dpe import _share_sweep_runs
+    runs = tmp_path / "runs"
+    for n in ("dpe-l0.1", "dpe-l0.5"):
+        (runs / n / "seed1").mkdir(parents=True)
+        (runs / n / "seed1" / "done.json").write_text("{}")
+    _share_sweep_runs(runs, "dpe-l0.1", [1, 2])          # seed 2 has no finished sweep run: nothing to link
+    assert (runs / "dpe" / "seed1").resolve() == (runs / "dpe-l0.1" / "seed1").resolve()
+    assert not (runs / "dpe" / "seed2").exists()
+    _share_sweep_runs(runs, "dpe-l0.5", [1])
+    assert (runs / "dpe" / "seed1").resolve() == (runs / "dpe-l0.5" / "seed1").resolve()
+    assert (runs / "dpe-l0.1" / "seed1" / "done.json").exists()          # the earlier target is untouched
 
 
 @pytest.mark.parametrize("sets, msg", [

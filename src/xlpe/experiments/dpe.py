@@ -197,6 +197,8 @@ def run_experiment(cfg: DPEConfig, out: str | os.PathLike, only: list[str] | Non
             for n in ("dpe", "dpe-eflomal"):
                 if n in systems:
                     systems[n] = {**systems[n], **_dpe_run(cfg, best)}
+            if "dpe" in systems:
+                _share_sweep_runs(out / "runs", lambda_name(cfg, best), e.lambda_seeds or e.seeds)
     runs.update(run_grid(out / "runs", systems, e.seeds, key=key, jobs=e.jobs, **grid, **common))
     if "table2" in tables:
         reordered = reordered_stage(out, {s: (p[f"{s}_src"], aligns[s]) for s in ("train", "test")},
@@ -227,6 +229,23 @@ def run_experiment(cfg: DPEConfig, out: str | os.PathLike, only: list[str] | Non
     from xlpe.experiments.dpe_report import plot, render_report
     plot(results["summary"], out / "plots")
     return cfg.finish(out, render_report(cfg, results, tables), results)
+
+
+def _share_sweep_runs(runs_dir: Path, chosen: str, seeds: list[int]) -> None:
+    """The dpe system at the λ chosen on dev is, for the sweep's seeds, the sweep's run of that λ (same options,
+    seed and cache key): link ``dpe/seed<k>`` to it (relative symlink) instead of training it again. A link to
+    another λ (an earlier choice) is replaced; a real ``dpe/seed<k>`` directory is left alone."""
+    for seed in seeds:
+        link, target = runs_dir / "dpe" / f"seed{seed}", runs_dir / chosen / f"seed{seed}"
+        if link.is_symlink():
+            if link.resolve() == target.resolve():
+                continue
+            link.unlink()
+        if link.exists() or not (target / "done.json").exists():
+            continue
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(Path("..") / chosen / f"seed{seed}", target_is_directory=True)
+        log.info("dpe/seed%d is the λ sweep's run %s/seed%d (linked, not trained again)", seed, chosen, seed)
 
 
 def _mean_bleu(runs: dict, name: str, test: str) -> float:
