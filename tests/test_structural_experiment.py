@@ -66,6 +66,7 @@ def test_structural_recipe_end_to_end(tmp_path, capsys):
     btg = json.loads((out / "preorder" / "model" / "model.json").read_text())["config"]
     assert (btg["learner"], btg["loss"]) == ("perceptron", "tau=1")     # [experiment] preorder reached the stage
     assert json.loads((out / "preorder" / "started.json").read_text())["params"]["attach_null"] == "free"
+    assert json.loads((out / "align" / "started.json").read_text())["params"]["lower"] is True   # as xl-pe aligns
     stamps = {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("done.json")}
     assert main(["experiment", "structural-pe", "--config", str(cfg), "--out", str(out)]) == 0
     assert {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("done.json")} == stamps     # cached

@@ -98,8 +98,8 @@ def run_experiment(cfg: StructConfig, out: str | os.PathLike, only: list[str] | 
     results: dict[str, Any] = {"data": data, "trees": trees}
     systems = list(dict.fromkeys(e.systems + e.compose))
     if e.compose:                                 # XL PE needs the preorderer's orders of every split
-        train_align = data.get("train_align") or align_stage(
-            out, {"train": (p["train_src"], p["train_tgt"])})["paths"]["train"]
+        train_align = data.get("train_align") or align_stage(     # lower-cased as xl-pe's (the same XL system)
+            out, {"train": (p["train_src"], p["train_tgt"])}, lowercase=cfg.data.align_lowercase)["paths"]["train"]
         splits = {s: p[f"{s}_src"] for s in ("train", "dev", "test") if p.get(f"{s}_src")}
         pre = preorder_stage(out, train_src=p["train_src"], train_align=train_align, splits=splits,
                              seed=e.base_seed, spm=spm, processes=e.threads, **e.preorder_options())
