@@ -249,6 +249,25 @@ def test_tlm_cross_only_keeps_the_encoders_own_weights(corpus, tmp_path):
         _quick(tlm_trainable="self")
 
 
+def test_a_stage_sets_up_memory_before_training(corpus, tmp_path, monkeypatch):
+    """As xlpe train: freed memory stays in glibc's heap and oneDNN's caches are capped (bf16 products would keep
+    a primitive per batch shape), before the first update."""
+    class Stop(Exception):
+        pass
+
+    def reading_data(*a, **k):
+        calls.append("data")
+        raise Stop
+
+    calls = []
+    monkeypatch.setattr(ct, "retain_freed_memory", lambda: calls.append("retain") or True)
+    monkeypatch.setattr(ct, "limit_onednn_caches", lambda: calls.append("limit") or True)
+    monkeypatch.setattr(ct, "PairData", reading_data)          # the step before the first update
+    with pytest.raises(Stop):
+        ct.train_stage("tlm", aligner(), *corpus, tmp_path / "x", _quick())
+    assert calls == ["retain", "limit", "data"]
+
+
 def test_kill_and_resume_of_stage1_is_exact(corpus, tmp_path, monkeypatch):
     straight = ct.train_stage("tlm", aligner(), *corpus, tmp_path / "a", _quick())
     assert straight.step == 5 and straight.epoch >= 2
