@@ -87,11 +87,13 @@ def dev_curve_lines(summary: dict, label: str) -> list[str]:
     lines = ["", f"## Dev learning curve of {label}", "",
              "| updates | seeds | dev loss | dev NLL |" + (" dev BLEU (greedy) |" if bleu else ""),
              "|---|---|---|---|" + ("---|" if bleu else "")]
-    for p in curve:
-        lines.append(f"| {p['step']} | {p['seeds']} | {fmt(p['valid_loss'], p['seeds'], digits=3)} | "
-                     f"{fmt(p['valid_nll'], p['seeds'], digits=3)} |"
-                     + (f" {fmt(p['valid_bleu'], p['seeds'])} |" if bleu else ""))
-    return lines
+    return lines + [f"| {p['step']} | {_dev_cells(p, bleu)}" for p in curve]
+
+
+def _dev_cells(p: dict, bleu: bool) -> str:
+    """One validation's ``seeds | dev loss | dev NLL | (dev BLEU |)`` cells, mean ± std over seeds."""
+    return (f"{p['seeds']} | {fmt(p['valid_loss'], p['seeds'], digits=3)} | {fmt(p['valid_nll'], p['seeds'], digits=3)} |"
+            + (f" {fmt(p['valid_bleu'], p['seeds'])} |" if bleu else ""))
 
 
 def gold_split_lines(data: dict) -> list[str]:
@@ -120,11 +122,7 @@ def dev_scores_lines(summaries: dict[str, dict], labels: dict[str, str]) -> list
     lines = ["", "## Dev scores of every system (last validation)", "",
              "| system | updates | seeds | dev loss | dev NLL |" + (" dev BLEU (greedy) |" if bleu else ""),
              "|---|---|---|---|---|" + ("---|" if bleu else "")]
-    for label, p in rows:
-        lines.append(f"| {label} | {p['step']} | {p['seeds']} | {fmt(p['valid_loss'], p['seeds'], digits=3)} | "
-                     f"{fmt(p['valid_nll'], p['seeds'], digits=3)} |"
-                     + (f" {fmt(p['valid_bleu'], p['seeds'])} |" if bleu else ""))
-    return lines
+    return lines + [f"| {label} | {p['step']} | {_dev_cells(p, bleu)}" for label, p in rows]
 
 
 def closing_lines(chosen_on: dict[str, str]) -> list[str]:
