@@ -27,6 +27,13 @@ def test_demo_tiny(tmp_path, capsys):
     assert res["nmt"]["headxl"]["pe"] == ["ape", "headxl"]
     assert res["nmt"]["struct"]["pe"] == ["ape", "struct_abs", "struct_rel"] and res["nmt"]["dpe"]["pe"] == ["dpe"]
     assert (out / "plots" / "corpus.png").stat().st_size > 0 and (out / "plots" / "nmt.png").stat().st_size > 0
+    # what trains on links (the preorderer, DPE's targets) reads a run over the training pairs alone; the joint run
+    # over every split (the AER protocol) saw the test references
+    assert _stage_files(out / "align-train") == ["train.src", "train.tgt"]
+    assert {"test.src", "test.tgt"} <= set(_stage_files(out / "align"))
+    from xlpe.experiments.cache import file_sig
+    train_links = file_sig(out / "align-train" / "train.align")[0]
+    assert train_links in _stage_params(out / "preorder")["files"] and train_links in _stage_params(out / "dpe-train")["files"]
     # a second run is served from the cache: every stage is skipped, the report is identical
     assert main(args) == 0
     again = capsys.readouterr().out
@@ -45,3 +52,11 @@ def test_builtin_pair_alignment_quality(tmp_path):
     als = EflomalAligner(quiet=True).align([s for s, _ in pairs], [t for _, t in pairs])
     score = corpus_aer(als, list(read_alignments(tmp_path / "train.align", 0)))
     assert score.aer <= 0.05, score.format()
+
+
+def _stage_params(d):
+    return json.loads((d / "done.json").read_text())["params"]
+
+
+def _stage_files(d):
+    return [f[0] for f in _stage_params(d)["files"]]

@@ -102,6 +102,28 @@ def test_lambda_chosen_on_the_dev_set(tmp_path):
     assert "dpe/seed1" in res["probe"]
 
 
+def test_training_links_never_saw_the_test_pairs(tmp_path):
+    """targets = 'eflomal': DPE's training targets come from eflomal over the training pairs alone; the test
+    targets of the probe from a run over train + test (the AER protocol). One joint run would make the training
+    targets a function of the test references."""
+    from xlpe.experiments.cache import file_sig
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(TINY.replace("xl_systems = []", "xl_systems = []\ntargets = 'eflomal'").replace(
+        "cost_rounds = 1", "cost_rounds = 0"))
+    out = tmp_path / "out"
+    assert main(["experiment", "dpe", "--config", str(cfg), "--out", str(out), "--only", "table3"]) == 0
+
+    def params(stage):
+        return json.loads((out / stage / "done.json").read_text())["params"]
+    assert [f[0] for f in params("align")["files"]] == ["train.src", "train.tgt"]
+    assert [f[0] for f in params("align-test")["files"]] == ["train.src", "train.tgt", "test.src", "test.tgt"]
+    assert file_sig(out / "align" / "train.align")[0] in params("dpe-train")["files"]
+    assert file_sig(out / "align-test" / "test.align")[0] in params("dpe-test")["files"]
+    res = json.loads((out / "results.json").read_text())["results"]
+    assert res["alignments"] == {"train": str(out / "align" / "train.align"),
+                                 "test": str(out / "align-test" / "test.align")}
+
+
 def test_a_link_to_an_earlier_lambda_choice_is_replaced(tmp_path):
     from xlpe.experiments.dpe import _share_sweep_runs
     runs = tmp_path / "runs"

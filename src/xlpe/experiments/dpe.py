@@ -1,7 +1,8 @@
 """``xlpe experiment dpe``: dynamic position encoding and 2PT (Zheng et al.) at small scale, cached and resumable.
 
-1. ``data``, ``subword``; ``align`` (eflomal + grow-diag-final-and) where the recipe needs alignments the data
-   does not give; ``dpe-*``: DPE targets at the subword level from word alignments (SPEC §6.2, §8.3) — the
+1. ``data``, ``subword``; ``align`` (eflomal + grow-diag-final-and over the training pairs) where the recipe
+   trains on alignments the data does not give, and ``align-test`` (train + test pairs, for the test links of
+   the probe and 2PT's oracle); ``dpe-*``: DPE targets at the subword level from word alignments (SPEC §6.2, §8.3) — the
    built-in pair's generator alignments (``targets = "gold"``) or eflomal's (``"eflomal"``); ``preorder`` for
    the XL PE systems of the comparison.
 2. ``runs``: one model per (system, seed) with the same data, budget and seeds
@@ -145,13 +146,19 @@ def run_experiment(cfg: DPEConfig, out: str | os.PathLike, only: list[str] | Non
     m = dict(cfg.model)
     enc_layers = TransformerConfig.from_preset(m.pop("preset", "small"), **m).enc_layers
     gold_al = data.get("builtin_align") or ({"train": cfg.data.train_align} if cfg.data.train_align else {})
-    need_eflomal = e.targets == "eflomal" or ("xl" in tables and e.xl_systems) or (
-        "table3" in tables and e.eflomal_targets_too and e.targets == "gold") or "test" not in gold_al
-    eflomal = {}
-    if need_eflomal:
-        eflomal = align_stage(out, {"train": (p["train_src"], p["train_tgt"]),
-                                    "test": (p["test_src"], p["test_tgt"])},
-                              lowercase=cfg.data.align_lowercase)["paths"]
+    pairs = {s: (p[f"{s}_src"], p[f"{s}_tgt"]) for s in ("train", "test")}
+    eflomal: dict[str, str] = {}
+    # eflomal links that train something (DPE targets, the XL systems' BTG labels, 2PT's reordered training
+    # source) come from the training pairs alone, as in xl-pe; the test links (the probe's targets and 2PT's
+    # oracle test reordering, analyses that read the reference anyway) from a run over train + test, as the AER
+    # protocol aligns them. One joint run would make the training links a function of the test references.
+    if e.targets == "eflomal" or ("xl" in tables and e.xl_systems) or (
+            "table3" in tables and e.eflomal_targets_too and e.targets == "gold"):
+        eflomal["train"] = align_stage(out, {"train": pairs["train"]},
+                                       lowercase=cfg.data.align_lowercase)["paths"]["train"]
+    if e.targets == "eflomal" or "test" not in gold_al:
+        eflomal["test"] = align_stage(out, pairs, lowercase=cfg.data.align_lowercase,
+                                      name="align-test")["paths"]["test"]
     aligns = {s: (gold_al.get(s) if e.targets == "gold" else None) or eflomal[s] for s in ("train", "test")}
     results: dict[str, Any] = {"data": data, "alignments": aligns, "targets": e.targets}
     targets = {s: dpe_stage(out, src=p[f"{s}_src"], align=aligns[s], spm=spm, name=s) for s in ("train", "test")}

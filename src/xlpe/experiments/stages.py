@@ -173,11 +173,14 @@ def subword_stage(out: Path, files: Sequence[str | Path], vocab_size: int, force
 
 def align_stage(out: Path, splits: Mapping[str, tuple[str, str]], *, lowercase: bool = False,
                 gold: Mapping[str, Sequence] | None = None, sym: str = "grow-diag-final-and",
-                force: bool = False) -> dict:
+                name: str = "align", force: bool = False) -> dict:
     """eflomal + symmetrisation over the sentence pairs of every split at once (the AER protocol aligns the
-    gold sentences together with the training data); writes ``<split>.align`` (0-based) and scores the
-    splits that have ``gold`` alignments. Returns ``{"paths": {split: file}, "aer": {split: {aer, precision,
-    recall}}, "pairs", "align_seconds"}``."""
+    gold sentences together with the training data); writes ``<split>.align`` (0-based) in ``out/name`` and
+    scores the splits that have ``gold`` alignments. Returns ``{"paths": {split: file}, "aer": {split: {aer,
+    precision, recall}}, "pairs", "align_seconds"}``.
+
+    Links that train a model (BTG labels, DPE targets, oracle reorderings) come from a run over the training
+    pairs alone: a run that also saw test pairs makes them a function of the test references."""
     params = {"files": file_sig(*(p for pair in splits.values() for p in pair)), "lower": lowercase, "sym": sym}
 
     def fn(d: Path) -> dict:
@@ -202,7 +205,7 @@ def align_stage(out: Path, splits: Mapping[str, tuple[str, str]], *, lowercase: 
                 res["aer"][s] = corpus_aer(als[k:k + n], gold[s]).to_dict()
             k += n
         return res
-    return run_stage(out, "align", params, fn, force)
+    return run_stage(out, name, params, fn, force)
 
 
 def preorder_stage(out: Path, *, train_src: str, train_align: str, splits: Mapping[str, str], sentences: int = 0,
