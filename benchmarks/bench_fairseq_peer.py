@@ -38,6 +38,9 @@ so that they share the machine's noise; medians over rounds are reported):
   ``--threads`` CPU processes with ``--max-tokens`` split between them (the same tokens per update), xlpe through
   ``torch.distributed.run``, fairseq with every rank started here (gloo, ``legacy_ddp``). ``over_fairseq_ddp``
   compares with fairseq's best use of the cores, not only with its default.
+* **Other token budgets** (``--budgets 4096 8192``): every training system at each ``--max-tokens`` (named
+  ``<system>:8192``), interleaved in the same rounds; ``over_fairseq`` is against fairseq at the peer recipe's
+  4,096, ``over_fairseq_same_budget`` against fairseq at the same budget.
 * **MFU**: model FLOPs per target token from the corpus' own lengths (below), times tokens/s, over a matmul peak
   measured in the same run (``torch.mm`` at ``--threads`` threads on the model's GEMM shapes — forward and the
   transposed backward ones — and a square 2048^3 one; the best GFLOP/s of them is the peak). One count for all
@@ -82,12 +85,13 @@ D, F, H, L_ENC, L_DEC = 256, 1024, 4, 3, 3
 SYSTEMS = ("xlpe-ape", "xlpe-rpe", "fairseq", "xlpe-ape-bf16", "xlpe-ape-bf16pure", "xlpe-ape-bf16pure-ddp",
            "fairseq-ddp")
 DDP = "-ddp"        # --threads processes of one thread each, --max-tokens / --threads tokens per process and update
+TOKENS = 4096       # both tools' --max-tokens in the peer recipe; "<system>:<N>" is the system at N tokens (--budgets)
 
 
 def _amp(system: str) -> str:
     """The training precision of a system: ``...-bf16`` autocast, ``...-bf16pure`` bf16 weights with float32
     masters (``xlpe.train.master``), otherwise float32."""
-    system = system.split("@")[0].removesuffix(DDP)
+    system = system.split("@")[0].split(":")[0].removesuffix(DDP)
     return "bf16-pure" if system.endswith("bf16pure") else "bf16" if system.endswith("bf16") else "none"
 
 
@@ -214,6 +218,8 @@ def train_once(system: str, a, data: Path, prep: Path, run_dir: Path) -> dict:
     timed = a.bf16_updates if _amp(system) != "none" else a.updates
     total = a.warmup_updates + timed
     log = run_dir / "stdout.log"
+    system, _, budget = system.partition(":")
+    tokens = int(budget or TOKENS)
     ddp = system.endswith(DDP)
     if system.startswith("xlpe"):
         pe = ["rpe"] if "-rpe" in system else ["ape"]
@@ -221,7 +227,7 @@ def train_once(system: str, a, data: Path, prep: Path, run_dir: Path) -> dict:
         out = run_dir / "train"
         cmd = mb.xlpe_train_cmd(data, prep, out, pe=pe, amp=amp, threads=1 if ddp else a.threads, max_updates=total,
                                 dev=False, log_every=10, save_every=0, validate_every=0,
-                                optim={"--max-tokens": 4096 // a.threads} if ddp else None)
+                                optim={"--max-tokens": tokens // a.threads if ddp else tokens})
         if ddp:                 # xlpe's own DDP path (gloo on CPU); tokens/s in its log sum over the processes
             cmd = [cmd[0], "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(a.threads),
                    *cmd[1:]]                           # "-m xlpe.cli ..."
@@ -234,6 +240,7 @@ def train_once(system: str, a, data: Path, prep: Path, run_dir: Path) -> dict:
         out = run_dir / "train"
         cmd = mb.fairseq_train_cmd(a.fairseq_venv, prep, out, threads=1 if ddp else a.threads, max_updates=total,
                                    log_every=10, num_workers=a.fairseq_num_workers, validate=False, save=False)
+        cmd[cmd.index("--max-tokens") + 1] = str(tokens)
         others = []
         if ddp:
             cmd, others = _ddp_fairseq(cmd, a, run_dir)
@@ -428,6 +435,10 @@ def main() -> None:
     ap.add_argument("--only", choices=("all", "train", "decode"), default="all")
     ap.add_argument("--systems", nargs="+", choices=SYSTEMS, default=[s for s in SYSTEMS if not s.endswith(DDP)])
     ap.add_argument("--updates", type=int, default=60, help="timed updates per training run")
+    ap.add_argument("--budgets", type=int, nargs="+", default=[TOKENS],
+                    help=f"--max-tokens of every training system (default {TOKENS}, the peer recipe's); a system at "
+                         "another budget N is reported as <system>:N, with its ratio to fairseq at the peer recipe's "
+                         "budget and at its own (over_fairseq_same_budget)")
     ap.add_argument("--warmup-updates", type=int, default=10, help="untimed first updates (multiple of 10)")
     ap.add_argument("--rounds", type=int, default=2, help="interleaved rounds of training runs")
     ap.add_argument("--bf16-updates", type=int, default=10,
@@ -476,9 +487,9 @@ def main() -> None:
         peaks = {"fp32": [matmul_peak(a.threads)], "bf16": []}
         if any(_amp(s) != "none" for s in a.systems):
             peaks["bf16"].append(matmul_peak(a.threads, "bfloat16", min_reps=1))
-        systems = list(a.systems)
+        systems = [s if b == TOKENS else f"{s}:{b}" for b in a.budgets for s in a.systems]
         if a.before_src:
-            systems += [s + BEFORE_SUFFIX for s in a.systems if s.startswith("xlpe")]
+            systems += [s + BEFORE_SUFFIX for s in list(systems) if s.startswith("xlpe")]
         runs: dict[str, list] = {s: [] for s in systems}
         for r in range(a.rounds):
             for s in systems:
@@ -513,6 +524,10 @@ def main() -> None:
                 for s in train:
                     if not s.startswith("fairseq"):
                         train[s]["over_" + peer.replace("-", "_")] = round(train[s]["tokens_per_s_median"] / fs, 3)
+                        same = peer + s[s.index(":"):].split("@")[0] if ":" in s else None
+                        if same in train:          # against the peer at the same token budget
+                            train[s]["over_" + peer.replace("-", "_") + "_same_budget"] = round(
+                                train[s]["tokens_per_s_median"] / train[same]["tokens_per_s_median"], 3)
         if "xlpe-ape" in train and "xlpe-rpe" in train:
             train["rpe_cost_over_ape"] = round(train["xlpe-ape"]["tokens_per_s_median"]
                                                / train["xlpe-rpe"]["tokens_per_s_median"] - 1, 3)
@@ -527,6 +542,7 @@ def main() -> None:
             train["bf16pure_over_bf16_autocast"] = round(train["xlpe-ape-bf16pure"]["tokens_per_s_median"]
                                                          / train["xlpe-ape-bf16"]["tokens_per_s_median"], 3)
         report["train"] = {"warmup_updates": a.warmup_updates, "timed_updates": a.updates, "rounds": a.rounds,
+                           "budgets": a.budgets,
                            "bf16_timed_updates": a.bf16_updates, "bf16_rounds": min(a.bf16_rounds, a.rounds),
                            "fairseq_num_workers": a.fairseq_num_workers, **train}
     if a.only in ("all", "decode"):
