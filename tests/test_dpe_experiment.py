@@ -100,6 +100,12 @@ def test_lambda_chosen_on_the_dev_set(tmp_path):
     assert link.is_symlink() and link.resolve() == (out / "runs" / chosen / "seed1").resolve()
     assert res["runs"]["dpe/seed1"]["tests"]["test"] == res["runs"][f"{chosen}/seed1"]["tests"]["test"]
     assert "dpe/seed1" in res["probe"]
+    # `xlpe experiment status` of the finished folder: nothing unfinished, the shared run shown as its link
+    from xlpe.experiments.status import folder_status
+    st = folder_status(out)
+    assert st["unfinished"] == 0 and st["link"] == 1
+    assert {"name": "runs/dpe/seed1", "state": "link", "target": f"runs/{chosen}/seed1"} in st["stages"]
+    assert all(e["update"] == 2 for e in st["stages"] if e["name"].startswith("runs/") and e["state"] == "done")
 
 
 def test_training_links_never_saw_the_test_pairs(tmp_path):

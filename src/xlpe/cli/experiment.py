@@ -1,4 +1,5 @@
-"""``xlpe experiment NAME``: the recipes that reproduce the papers' tables at small scale.
+"""``xlpe experiment NAME``: the recipes that reproduce the papers' tables at small scale; ``xlpe experiment status
+OUT``: how far one of their output folders has come (:mod:`xlpe.experiments.status`).
 
 A recipe module (``xlpe.experiments.<name>``) provides ``TABLES`` (what ``--only`` may name), ``load_config(path,
 sets)`` and ``run_experiment(cfg, out, only)``; every config reads the same TOML tables
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 from pathlib import Path
 
 from xlpe.config import add_config_arguments
@@ -39,10 +41,21 @@ def add_cli_arguments(p: argparse.ArgumentParser) -> None:
         sp.add_argument("--only", nargs="+", choices=module.TABLES, default=None,
                         help="run only what these tables and figures need (default: all)")
         sp.set_defaults(_recipe=module)
+    help_ = ("how far a recipe's output folder has come: every stage done or unfinished, and each unfinished run's "
+             "updates, training time and the rest at its own pace (reads files only: safe beside a running recipe)")
+    sp = sub.add_parser("status", help=help_, description=help_, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    sp.add_argument("out", help="the --out folder of an `xlpe experiment NAME` run")
+    sp.add_argument("--json", action="store_true", help="print the status as JSON instead of a Markdown table")
+    sp.set_defaults(_recipe=None)
 
 
 def cli_main(args: argparse.Namespace) -> int:
     module = args._recipe
+    if module is None:                      # xlpe experiment status OUT
+        from xlpe.experiments.status import folder_status, render_status
+        st = folder_status(args.out)
+        print(json.dumps(st, indent=1) if args.json else render_status(st), end="" if not args.json else "\n")
+        return 0
     cfg = module.load_config(args.config, args.set)
     r = module.run_experiment(cfg, args.out, args.only)
     print(r["report"])

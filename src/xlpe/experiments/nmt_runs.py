@@ -32,17 +32,22 @@ def _median_tokens_per_s(run_dir: Path) -> float | None:
     return round(statistics.median(vals), 1) if vals else None
 
 
+def log_rows(train_dir: Path, name: str) -> list[dict]:
+    """The rows of a training log of ``xlpe train`` (``<name>.csv`` or ``<name>.jsonl``; [] if there is none)."""
+    import json
+    if (train_dir / f"{name}.csv").exists():
+        with open(train_dir / f"{name}.csv", newline="") as f:
+            return list(csv.DictReader(f))
+    if (train_dir / f"{name}.jsonl").exists():
+        return [json.loads(x) for x in (train_dir / f"{name}.jsonl").read_text().splitlines() if x.strip()]
+    return []
+
+
 def dev_curve(train_dir: Path) -> list[dict[str, float]]:
     """The dev-set validations of one run (``valid_log.csv`` or ``.jsonl``): ``step`` and the logged metrics
     (``valid_loss``, ``valid_nll``, ``valid_bleu`` with ``dev_bleu``), in update order; [] without a dev set."""
-    import json
     keep = ("step", "valid_loss", "valid_nll", "valid_bleu")
-    rows: list[dict] = []
-    if (train_dir / "valid_log.csv").exists():
-        with open(train_dir / "valid_log.csv", newline="") as f:
-            rows = list(csv.DictReader(f))
-    elif (train_dir / "valid_log.jsonl").exists():
-        rows = [json.loads(x) for x in (train_dir / "valid_log.jsonl").read_text().splitlines() if x.strip()]
+    rows = log_rows(train_dir, "valid_log")
     curve = {int(r["step"]): {"step": int(r["step"]),
                               **{k: float(r[k]) for k in keep[1:] if r.get(k) not in (None, "")}} for r in rows}
     return [curve[k] for k in sorted(curve)]       # a resumed run may log a step twice: the last one counts

@@ -1,0 +1,105 @@
+"""``xlpe experiment status OUT``: how far a recipe's output folder has come, for tables that fill over several
+sittings.
+
+Every cached stage (:mod:`xlpe.experiments.cache`) is listed as done or unfinished; a stage that trains (a model
+run, a Cross-Align stage) also shows its last logged update out of its budget (``train.max_updates`` of the
+stage's parameters, when it has one), its training time so far, and at its own pace how long the rest will take.
+A run the recipe shares with another (a symbolic link, e.g. ``dpe/seed1`` to the λ sweep's run) is listed as that
+link. Nothing is run or written, so it is safe beside a running recipe. Stages the recipe has not reached yet have
+no folder and cannot be listed: the config decides them when the recipe runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from xlpe.errors import ConfigError
+from xlpe.experiments.nmt_runs import log_rows
+
+
+def _train_progress(d: Path, params: dict) -> dict[str, Any]:
+    """Last logged update, training seconds and budget of the stage in ``d`` (its ``train/`` or itself)."""
+    train = params.get("train")
+    budget = train.get("max_updates") if isinstance(train, dict) else None
+    out: dict[str, Any] = {"budget": int(budget)} if budget else {}
+    for log_dir in (d / "train", d):
+        rows = log_rows(log_dir, "train_log")
+        if rows:
+            out["update"] = int(float(rows[-1]["step"]))
+            walls = [(int(float(r["step"])), float(r["wall_time"])) for r in rows if r.get("wall_time") not in (None, "")]
+            if walls:
+                out["train_seconds"] = walls[-1][1]
+                # the pace over the logging intervals, validations included, leaving out the intervals more than 3x
+                # slower than the median one: a pause (SIGSTOP, a suspended laptop) spoils only the interval it fell in
+                steps = [(s1 - s0, w1 - w0) for (s0, w0), (s1, w1) in zip(walls, walls[1:]) if s1 > s0]
+                if steps:
+                    median = sorted(w / n for n, w in steps)[len(steps) // 2]
+                    kept = [(n, w) for n, w in steps if w / n <= 3 * median]
+                    out["seconds_per_update"] = sum(w for _, w in kept) / sum(n for n, _ in kept)
+            break
+    return out
+
+
+def folder_status(out: str | os.PathLike) -> dict[str, Any]:
+    """``{"folder", "stages": [{name, state, ...}], "done", "unfinished", "links", "remaining_seconds"}`` of a
+    recipe's output folder; ``state`` is ``done``, ``unfinished`` (started, not finished: running now or
+    interrupted) or ``link`` (``target`` names the shared stage). Stale stages (``*.stale-*``) are left out."""
+    root = Path(out)
+    if not root.is_dir():
+        raise ConfigError(f"{root}: no such folder (the --out of an `xlpe experiment` run)")
+    stages: list[dict[str, Any]] = []
+    for cur, dirs, files in os.walk(root):
+        here = Path(cur)
+        dirs[:] = sorted(x for x in dirs if ".stale-" not in x)
+        for x in list(dirs):
+            if (here / x).is_symlink():
+                dirs.remove(x)
+                stages.append({"name": (here / x).relative_to(root).as_posix(), "state": "link",
+                               "target": os.path.relpath((here / x).resolve(), root)})
+        if "started.json" not in files and "done.json" not in files:
+            continue
+        name = here.relative_to(root).as_posix()
+        done = here / "done.json"
+        marker = json.loads((done if done.exists() else here / "started.json").read_text())
+        entry: dict[str, Any] = {"name": name, "state": "done" if done.exists() else "unfinished"}
+        if done.exists() and "seconds" in marker.get("result", {}):
+            entry["seconds"] = marker["result"]["seconds"]
+        entry.update(_train_progress(here, marker.get("params") or {}))
+        if entry["state"] == "unfinished" and entry.get("budget") and "seconds_per_update" in entry:
+            entry["remaining_seconds"] = round(entry["seconds_per_update"] * max(entry["budget"] - entry["update"], 0))
+        stages.append(entry)
+    stages.sort(key=lambda e: e["name"])
+    count = {s: sum(e["state"] == s for e in stages) for s in ("done", "unfinished", "link")}
+    return {"folder": str(root), "stages": stages, **{k: v for k, v in count.items()},
+            "remaining_seconds": sum(e.get("remaining_seconds", 0) for e in stages)}
+
+
+def _hm(seconds: float) -> str:
+    m = round(seconds / 60)
+    return f"{m // 60} h {m % 60:02d} min" if m >= 60 else f"{m} min"
+
+
+def render_status(st: dict[str, Any]) -> str:
+    """The status as a Markdown table, with a summary line first."""
+    lines = [f"# {st['folder']}: {st['done']} stages done, {st['unfinished']} unfinished"
+             + (f", {st['link']} shared by link" if st["link"] else ""), ""]
+    if st["remaining_seconds"]:
+        lines += [f"The unfinished runs need about {_hm(st['remaining_seconds'])} more of training at their own pace "
+                  "(one after another; a recipe with jobs > 1 runs several at once).", ""]
+    lines += ["Stages the recipe has not reached yet have no folder and are not listed.", "",
+              "| stage | state | updates | training time | rest |", "|---|---|---|---|---|"]
+    for e in st["stages"]:
+        if e["state"] == "link":
+            lines.append(f"| {e['name']} | = {e['target']} | | | |")
+            continue
+        upd = f"{e['update']:,}" if "update" in e else ""
+        if "budget" in e:
+            upd += f" / {e['budget']:,}" if upd else f"0 / {e['budget']:,}"
+        took = _hm(e["train_seconds"]) if "train_seconds" in e else (_hm(e["seconds"]) if e.get("seconds", 0) >= 60
+                                                                      else "")
+        rest = _hm(e["remaining_seconds"]) if "remaining_seconds" in e else ""
+        lines.append(f"| {e['name']} | {e['state']} | {upd} | {took} | {rest} |")
+    return "\n".join(lines) + "\n"
