@@ -44,7 +44,7 @@ def add_cli_arguments(p: argparse.ArgumentParser) -> None:
     help_ = ("how far a recipe's output folder has come: every stage done or unfinished, and each unfinished run's "
              "updates, training time and the rest at its own pace (reads files only: safe beside a running recipe)")
     sp = sub.add_parser("status", help=help_, description=help_, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    sp.add_argument("out", help="the --out folder of an `xlpe experiment NAME` run")
+    sp.add_argument("out", help="the --out folder of an `xlpe experiment NAME` or `xlpe demo` run")
     sp.add_argument("--json", action="store_true", help="print the status as JSON instead of a Markdown table")
     sp.set_defaults(_recipe=None)
 
