@@ -184,7 +184,7 @@ def run_experiment(cfg: DPEConfig, out: str | os.PathLike, only: list[str] | Non
            "channels": {"train": {"dpe_target": file_sig(targets["train"])}},
            "tests": file_sig(p["test_src"], p["test_tgt"])}
     common = dict(model=cfg.model, train_opts=cfg.train, spm=spm, beam=e.beam, lenpen=e.lenpen, threads=e.threads,
-                  tokenized_by_design=bool(cfg.data.builtin))
+                  tokenized_by_design=bool(cfg.data.builtin), reuse_runs=e.reuse_runs)
     grid = dict(train_src=p["train_src"], train_tgt=p["train_tgt"], dev_src=p.get("dev_src") or None,
                 dev_tgt=p.get("dev_tgt") or None, train_channels=channels["train"], dev_channels=channels["dev"],
                 tests={"test": (p["test_src"], p["test_tgt"], channels["test"])})

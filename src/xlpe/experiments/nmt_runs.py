@@ -59,7 +59,8 @@ def run_system(run_dir: Path, *, pe: list[str], pe_options: dict, encoder_free: 
                tests: dict[str, tuple[str, str, dict[str, str]]], beam: int, lenpen: float, threads: int,
                noise: float = 0.0, noise_unit: str = "indices", gold: dict | None = None,
                more_gold: dict[str, dict] | None = None, attention_layer: int = -2,
-               attention_merge: str = "any", tokenized_by_design: bool = False) -> dict:
+               attention_merge: str = "any", tokenized_by_design: bool = False,
+               reuse_runs: list[str] | None = None) -> dict:
     """Train one model (resuming from its checkpoints), translate every test set, and score it.
 
     Channels are ``name -> [KIND:]PATH`` specs (:mod:`xlpe.sources`) for the training, dev and test sources;
@@ -69,6 +70,8 @@ def run_system(run_dir: Path, *, pe: list[str], pe_options: dict, encoder_free: 
     extracted from its attention (SPEC §4.6); ``more_gold`` (name -> such a dict) scores further gold sets the
     same way (``attention_alignment_more``). ``noise`` perturbs the training ``xl`` channel (SPEC §4.8).
     ``tokenized_by_design`` (the built-in pairs) silences sacrebleu's "forgot to detokenize" warning only.
+    ``reuse_runs``: recipe folders whose finished runs with the same training this run adopts instead of training
+    (:mod:`xlpe.experiments.reuse`).
     """
     import torch
 
@@ -86,6 +89,8 @@ def run_system(run_dir: Path, *, pe: list[str], pe_options: dict, encoder_free: 
         dev_tgt=dev_tgt, train_channels=train_channels, dev_channels=dev_channels, threads=threads, noise=noise,
         noise_unit=noise_unit)
     reads = _reads(mcfg)
+    from xlpe.experiments.reuse import maybe_adopt
+    reused = maybe_adopt(run_dir / "train", mcfg, tcfg, dcfg, reuse_runs)
     t0 = time.time()
     res = train(mcfg, tcfg, dcfg)
     train_s = time.time() - t0
@@ -93,7 +98,7 @@ def run_system(run_dir: Path, *, pe: list[str], pe_options: dict, encoder_free: 
     out: dict[str, Any] = {"pe": pe, "pe_options": mcfg.pe_options, "encoder_free": encoder_free, "seed": seed,
                            "threads": threads, "updates": res.step, "stop_reason": res.stop_reason,
                            "params": count_parameters(net), "train_seconds": round(train_s, 1),
-                           "tokens_per_s": _median_tokens_per_s(run_dir / "train"), "tests": {}}
+                           "tokens_per_s": _median_tokens_per_s(run_dir / "train"), "tests": {}, **(reused or {})}
     for name, (src, ref, channels) in tests.items():
         lines = read_text(src)
         t0 = time.time()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import sys
 from dataclasses import field
@@ -18,6 +19,8 @@ from xlpe.experiments.nmt_runs import STOPS
 from xlpe.experiments.stages import DataSpec, data_stage, subword_stage
 from xlpe.io.atomic import atomic_write
 from xlpe.runtime import versions
+
+log = logging.getLogger("xlpe.experiments")
 
 TOML_TABLES = ("data", "experiment", "model", "train")
 
@@ -37,6 +40,9 @@ class RecipeExperiment:
     bootstrap_samples: int = 1000
     threads: int = 1                         # torch threads per run
     jobs: int = 1                            # runs at once, in separate processes (not part of a run's cache key)
+    # other recipe folders whose finished runs of the same training (model, options, data by content, seed) a run
+    # takes instead of training again, e.g. xl-pe Europarl's baseline for structural-pe's (xlpe.experiments.reuse)
+    reuse_runs: list[str] = field(default_factory=list)
     # the cost stage: every system trains cost_updates updates in turn, cost_rounds times after a warm-up round,
     # on the recipe's own model and data (0 rounds = no cost stage)
     cost_rounds: int = 0
@@ -153,6 +159,9 @@ class RecipeConfig:
         with atomic_write(out / "config.json") as f:
             json.dump(self.to_dict(), f, indent=2)
         e = self.experiment
+        for folder in getattr(e, "reuse_runs", []):
+            if not Path(folder, "runs").is_dir():
+                log.warning("experiment.reuse_runs: %s has no runs/ folder (yet): nothing to reuse from it", folder)
         data = data_stage(out, self.data, e.base_seed)
         p = data["paths"]
         spm = e.subword_model or subword_stage(out, [p["train_src"], p["train_tgt"]], e.vocab_size)

@@ -120,7 +120,7 @@ def run_experiment(cfg: StructConfig, out: str | os.PathLike, only: list[str] | 
         train_src=p["train_src"], train_tgt=p["train_tgt"], dev_src=p.get("dev_src") or None,
         dev_tgt=p.get("dev_tgt") or None, train_channels=channels["train"], dev_channels=channels.get("dev", {}),
         tests=tests, beam=e.beam, lenpen=e.lenpen, threads=e.threads,
-        tokenized_by_design=bool(cfg.data.builtin))
+        tokenized_by_design=bool(cfg.data.builtin), reuse_runs=e.reuse_runs)
     if e.cost_rounds:
         cost_systems = {n: (pe_list(n), e.pe_options) for n in dict.fromkeys(["abs-seq"] + systems) if n != "none"}
         params = {"systems": cost_systems, "model": cfg.model, "rounds": e.cost_rounds, "updates": e.cost_updates,

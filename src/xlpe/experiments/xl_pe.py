@@ -261,7 +261,7 @@ def run_experiment(cfg: XLConfig, out: str | os.PathLike, only: list[str] | None
         dev_src=p.get("dev_src") or None, dev_tgt=p.get("dev_tgt") or None, train_channels=train_channels,
         dev_channels=xl.get("dev", {}), tests=tests, beam=e.beam, lenpen=e.lenpen, threads=e.threads,
         noise_unit=e.noise_unit, gold=gold, more_gold=more_gold, attention_layer=e.attention_layer,
-        attention_merge=e.attention_merge, tokenized_by_design=bool(cfg.data.builtin))
+        attention_merge=e.attention_merge, tokenized_by_design=bool(cfg.data.builtin), reuse_runs=e.reuse_runs)
     if "table1" in tables and e.cost_rounds:
         systems = {n: (pe_list(n), e.pe_options) for n in dict.fromkeys(["baseline"] + e.systems)}
         params = {"systems": systems, "model": cfg.model,

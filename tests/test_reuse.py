@@ -1,0 +1,62 @@
+"""experiment.reuse_runs: a run whose training is the same as a finished run of another recipe folder adopts it
+(no training), gives the same results, and records where it came from; any difference in what decides training
+(options, data content, seed) means training anew; speed and logging options and file paths do not count."""
+
+import json
+import shutil
+
+from xlpe.cli import main
+from xlpe.experiments.reuse import training_signature
+
+from test_dpe_experiment import TINY
+
+
+def _run(tmp_path, name, *sets):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(TINY)
+    out = tmp_path / name
+    args = ["experiment", "dpe", "--config", str(cfg), "--out", str(out), "--only", "table3",
+            "--set", "experiment.cost_rounds=0"]
+    for s in sets:
+        args += ["--set", s]
+    assert main(args) == 0
+    return out, json.loads((out / "results.json").read_text())["results"]["runs"]
+
+
+def test_a_run_with_the_same_training_is_adopted(tmp_path):
+    a, runs_a = _run(tmp_path, "a")
+    before = {f: f.read_bytes() for f in (a / "runs").rglob("train/*") if f.is_file()}
+    b, runs_b = _run(tmp_path, "b", f"experiment.reuse_runs=['{a}']", "experiment.threads=2")
+    assert {f: f.read_bytes() for f in before} == before                  # the source folder is left as it was
+    for k in ("baseline/seed1", "dpe/seed1"):
+        assert runs_b[k]["reused"] == str(a / "runs" / k / "train")
+        assert runs_b[k]["tests"]["test"]["bleu"] == runs_a[k]["tests"]["test"]["bleu"]
+        assert runs_b[k]["updates"] == 2
+        log_a, log_b = (d / "runs" / k / "train" / "train_log.csv" for d in (a, b))
+        assert log_b.read_text() == log_a.read_text()                 # adopted, not trained again
+    # another budget, another seed: trained anew
+    c, runs_c = _run(tmp_path, "c", f"experiment.reuse_runs=['{a}']", "train.max_updates=3",
+                     "experiment.seeds=[2]")
+    assert "reused" not in runs_c["baseline/seed2"] and runs_c["baseline/seed2"]["updates"] == 3
+    assert "reused" not in runs_a["baseline/seed1"]
+
+
+def test_training_signature(tmp_path):
+    src, tgt = tmp_path / "s.txt", tmp_path / "t.txt"
+    src.write_text("a b\n")
+    tgt.write_text("x y\n")
+    model, train = {"d_model": 8}, {"lr": 1e-3, "seed": 1, "out": "x", "threads": 1}
+    data = {"train_src": str(src), "train_tgt": str(tgt), "train_channels": {"xl": f"orders:{src}"}}
+    sig = training_signature(model, train, data)
+    moved = tmp_path / "elsewhere"
+    moved.mkdir()
+    shutil.copy(src, moved / "s.txt")
+    assert training_signature(model, {**train, "out": "y", "threads": 2},
+                              {**data, "train_src": str(moved / "s.txt")}) == sig     # paths and speed do not count
+    assert training_signature(model, {**train, "lr": 2e-3}, data) != sig
+    assert training_signature(model, {**train, "seed": 2}, data) != sig
+    assert training_signature({"d_model": 16}, train, data) != sig
+    (moved / "s.txt").write_text("a c\n")
+    assert training_signature(model, train, {**data, "train_src": str(moved / "s.txt")}) != sig   # content counts
+    assert training_signature(model, train, {**data, "train_channels": {"xl": f"orders:{moved / 's.txt'}"}}) != sig
+    assert training_signature(model, train, {**data, "train_src": str(tmp_path / "missing")}) is None
