@@ -23,7 +23,7 @@ def _run(tmp_path, name, *sets):
     return out, json.loads((out / "results.json").read_text())["results"]["runs"]
 
 
-def test_a_run_with_the_same_training_is_adopted(tmp_path):
+def test_a_run_with_the_same_training_is_adopted(tmp_path, caplog):
     a, runs_a = _run(tmp_path, "a")
     before = {f: f.read_bytes() for f in (a / "runs").rglob("train/*") if f.is_file()}
     b, runs_b = _run(tmp_path, "b", f"experiment.reuse_runs=['{a}']", "experiment.threads=2")
@@ -35,9 +35,10 @@ def test_a_run_with_the_same_training_is_adopted(tmp_path):
         log_a, log_b = (d / "runs" / k / "train" / "train_log.csv" for d in (a, b))
         assert log_b.read_text() == log_a.read_text()                 # adopted, not trained again
     # another budget, another seed: trained anew
-    c, runs_c = _run(tmp_path, "c", f"experiment.reuse_runs=['{a}']", "train.max_updates=3",
-                     "experiment.seeds=[2]")
+    c, runs_c = _run(tmp_path, "c", f"experiment.reuse_runs=['{a}', '{tmp_path / 'missing'}']",
+                     "train.max_updates=3", "experiment.seeds=[2]")
     assert "reused" not in runs_c["baseline/seed2"] and runs_c["baseline/seed2"]["updates"] == 3
+    assert "missing has no runs/ folder (yet): nothing to reuse from it" in caplog.text
     assert "reused" not in runs_a["baseline/seed1"]
 
 
