@@ -32,6 +32,8 @@ def folder(tmp_path):
     # unfinished: 2 s per update, except one interval with a 1,000 s pause in it
     _stage(out / "runs" / "dpe-l0.5" / "seed1", {"train": {"max_updates": 100}}, done=False)
     _log(out / "runs" / "dpe-l0.5" / "seed1" / "train", [(10, 20.0), (20, 40.0), (30, 1060.0), (40, 1080.0)])
+    with open(out / "runs" / "dpe-l0.5" / "seed1" / "train" / "train_log.csv", "a") as f:
+        f.write(",1.")                                                   # a line the trainer is still writing
     (out / "runs" / "dpe").mkdir()
     (out / "runs" / "dpe" / "seed1").symlink_to("../dpe-l0.5/seed1", target_is_directory=True)
     return out

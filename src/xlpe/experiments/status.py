@@ -26,10 +26,10 @@ def _train_progress(d: Path, params: dict) -> dict[str, Any]:
     budget = train.get("max_updates") if isinstance(train, dict) else None
     out: dict[str, Any] = {"budget": int(budget)} if budget else {}
     for log_dir in (d / "train", d):
-        rows = log_rows(log_dir, "train_log")
+        rows = [r for r in log_rows(log_dir, "train_log") if _number(r.get("step"))]   # a line being written: skipped
         if rows:
             out["update"] = int(float(rows[-1]["step"]))
-            walls = [(int(float(r["step"])), float(r["wall_time"])) for r in rows if r.get("wall_time") not in (None, "")]
+            walls = [(int(float(r["step"])), float(r["wall_time"])) for r in rows if _number(r.get("wall_time"))]
             if walls:
                 out["train_seconds"] = walls[-1][1]
                 # the pace over the logging intervals, validations included, leaving out the intervals more than 3x
@@ -41,6 +41,14 @@ def _train_progress(d: Path, params: dict) -> dict[str, Any]:
                     out["seconds_per_update"] = sum(w for _, w in kept) / sum(n for n, _ in kept)
             break
     return out
+
+
+def _number(x: Any) -> bool:
+    try:
+        float(x)
+        return True
+    except (TypeError, ValueError):
+        return False
 
 
 def folder_status(out: str | os.PathLike) -> dict[str, Any]:
