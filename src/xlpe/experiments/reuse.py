@@ -69,7 +69,10 @@ def _finished(run_dir: Path, train: dict) -> bool:
         return False
     rows = log_rows(run_dir / "train", "train_log")
     budget = train.get("max_updates") or 0
-    return bool(rows) and budget > 0 and int(float(rows[-1]["step"])) >= budget
+    try:
+        return bool(rows) and budget > 0 and int(float(rows[-1]["step"])) >= budget
+    except (TypeError, ValueError):          # a log line cut short: not a finished run
+        return False
 
 
 def find_reusable(mcfg, tcfg, dcfg, folders: list[str | os.PathLike]) -> Path | None:
