@@ -54,7 +54,7 @@ def cli_main(args: argparse.Namespace) -> int:
     if module is None:                      # xlpe experiment status OUT
         from xlpe.experiments.status import folder_status, render_status
         st = folder_status(args.out)
-        print(json.dumps(st, indent=1) if args.json else render_status(st), end="" if not args.json else "\n")
+        print(json.dumps(st, indent=1) if args.json else render_status(st).rstrip("\n"))
         return 0
     cfg = module.load_config(args.config, args.set)
     r = module.run_experiment(cfg, args.out, args.only)
