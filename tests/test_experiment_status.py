@@ -34,6 +34,8 @@ def folder(tmp_path):
     _log(out / "runs" / "dpe-l0.5" / "seed1" / "train", [(10, 20.0), (20, 40.0), (30, 1060.0), (40, 1080.0)])
     with open(out / "runs" / "dpe-l0.5" / "seed1" / "train" / "train_log.csv", "a") as f:
         f.write(",1.")                                                   # a line the trainer is still writing
+    _stage(out / "train-deen-s42-tlm", {"train": {"tlm_max_steps": 9}}, done=False)     # a Cross-Align stage
+    _log(out / "train-deen-s42-tlm" / "tlm", [(5, 30.0)])
     (out / "runs" / "dpe").mkdir()
     (out / "runs" / "dpe" / "seed1").symlink_to("../dpe-l0.5/seed1", target_is_directory=True)
     return out
@@ -42,8 +44,10 @@ def folder(tmp_path):
 def test_folder_status(folder):
     st = folder_status(folder)
     by = {e["name"]: e for e in st["stages"]}
-    assert set(by) == {"data", "runs/baseline/seed1", "runs/dpe-l0.5/seed1", "runs/dpe/seed1"}
-    assert (st["done"], st["unfinished"], st["link"]) == (2, 1, 1)
+    assert set(by) == {"data", "runs/baseline/seed1", "runs/dpe-l0.5/seed1", "runs/dpe/seed1", "train-deen-s42-tlm"}
+    assert (st["done"], st["unfinished"], st["link"]) == (2, 2, 1)
+    assert by["train-deen-s42-tlm"] == {"name": "train-deen-s42-tlm", "state": "unfinished", "update": 5,
+                                        "train_seconds": 30.0}
     assert by["runs/baseline/seed1"] == {"name": "runs/baseline/seed1", "state": "done", "seconds": 250.0,
                                          "budget": 100, "update": 100, "train_seconds": 200.0,
                                          "seconds_per_update": 2.0}
@@ -52,14 +56,14 @@ def test_folder_status(folder):
     assert run["remaining_seconds"] == 120 == st["remaining_seconds"]          # 60 updates at 2 s, the pause left out
     assert by["runs/dpe/seed1"] == {"name": "runs/dpe/seed1", "state": "link", "target": "runs/dpe-l0.5/seed1"}
     text = render_status(st)
-    assert "2 stages done, 1 unfinished, 1 shared by link" in text
+    assert "2 stages done, 2 unfinished, 1 shared by link" in text
     assert "| runs/dpe-l0.5/seed1 | unfinished | 40 / 100 | 18 min | 2 min |" in text
     assert "| runs/dpe/seed1 | = runs/dpe-l0.5/seed1 |" in text
 
 
 def test_status_cli(folder, tmp_path, capsys):
     assert main(["experiment", "status", str(folder), "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["unfinished"] == 1
+    assert json.loads(capsys.readouterr().out)["unfinished"] == 2
     assert main(["experiment", "status", str(folder)]) == 0
     assert capsys.readouterr().out.startswith(f"# {folder}: 2 stages done")
     with pytest.raises(ConfigError, match="no such folder"):

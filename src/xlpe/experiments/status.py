@@ -2,8 +2,9 @@
 sittings.
 
 Every cached stage (:mod:`xlpe.experiments.cache`) is listed as done or unfinished; a stage that trains (a model
-run, a Cross-Align stage) also shows its last logged update out of its budget (``train.max_updates`` of the
-stage's parameters, when it has one), its training time so far, and at its own pace how long the rest will take.
+run, a Cross-Align stage) also shows its last logged update and its training time so far. Where the stage's
+parameters name a budget (``train.max_updates``: the NMT runs; Cross-Align's budget depends on the data, so it is
+not shown) an unfinished run also shows how long the rest will take at its own pace.
 A run the recipe shares with another (a symbolic link, e.g. ``dpe/seed1`` to the λ sweep's run) is listed as that
 link. Nothing is run or written, so it is safe beside a running recipe. Stages the recipe has not reached yet have
 no folder and cannot be listed: the config decides them when the recipe runs.
@@ -25,7 +26,7 @@ def _train_progress(d: Path, params: dict) -> dict[str, Any]:
     train = params.get("train")
     budget = train.get("max_updates") if isinstance(train, dict) else None
     out: dict[str, Any] = {"budget": int(budget)} if budget else {}
-    for log_dir in (d / "train", d):
+    for log_dir in (d / "train", d / "tlm", d / "ssa", d):      # NMT runs; Cross-Align stages; the stage itself
         rows = [r for r in log_rows(log_dir, "train_log") if _number(r.get("step"))]   # a line being written: skipped
         if rows:
             out["update"] = int(float(rows[-1]["step"]))
