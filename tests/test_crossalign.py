@@ -379,3 +379,16 @@ def test_cli_train_then_align(corpus, encoder_dir, tmp_path, capsys):
     assert main(["crossalign", "align", str(corpus[0]), str(corpus[1]), "--model", str(encoder_dir), "-o",
                  str(tmp_path / "x")]) == 1
     assert "plain encoder" in capsys.readouterr().err
+
+
+def test_adamw_implementation_is_an_option(corpus, tmp_path, monkeypatch):
+    """``adam`` reaches torch's AdamW (fused by default); the implementations train the same model up to rounding."""
+    seen, real = [], torch.optim.AdamW
+    monkeypatch.setattr(torch.optim, "AdamW", lambda *a, **kw: seen.append(kw) or real(*a, **kw))
+    fused = ct.train_stage("tlm", aligner(), *corpus, tmp_path / "a", _quick())
+    loop = ct.train_stage("tlm", aligner(), *corpus, tmp_path / "b", _quick(adam="for-loop"))
+    assert [(kw.get("fused"), kw.get("foreach")) for kw in seen] == [(True, None), (None, False)]
+    a, b = fused.aligner.model.state_dict(), loop.aligner.model.state_dict()
+    assert all(torch.allclose(a[k], b[k], rtol=1e-4, atol=1e-6) for k in a if "key.bias" not in k)
+    with pytest.raises(ConfigError, match="adam must be one of"):
+        _quick(adam="sgd")

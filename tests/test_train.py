@@ -536,3 +536,26 @@ def test_limit_onednn_caches_bounds_the_memory_of_many_bf16_shapes():
     with pytest.raises(ConfigError, match=">= 1"):
         from xlpe.runtime import limit_onednn_caches
         limit_onednn_caches(0)
+
+
+def test_adam_implementations_are_one_algorithm(toy, tmp_path, monkeypatch, caplog):
+    """``adam = fused | foreach | for-loop`` reaches torch's Adam and trains the same model up to rounding; a
+    checkpoint from before the option (no ``adam`` in it: the for-loop) resumed with another one says so."""
+    seen, real = [], torch.optim.Adam
+    monkeypatch.setattr(torch.optim, "Adam", lambda *a, **kw: seen.append(kw) or real(*a, **kw))
+    final = {}
+    for impl in ("fused", "foreach", "for-loop"):
+        cfg = quick_train_config(tmp_path / impl, max_updates=6, adam=impl, save_every=6)
+        final[impl] = _params(train(tiny_model_config(dropout=0.3), cfg, _data(toy)).model)
+    assert [(kw.get("fused"), kw.get("foreach")) for kw in seen] == [(True, None), (None, True), (None, False)]
+    for impl in ("foreach", "for-loop"):
+        for k, v in final["fused"].items():       # (the key biases' gradient is 0 up to rounding: Adam amplifies it)
+            assert "k_proj.bias" in k or torch.allclose(v, final[impl][k], rtol=1e-4, atol=1e-6), (impl, k)
+    with pytest.raises(ConfigError, match="adam must be one of fused, foreach, for-loop"):
+        quick_train_config(tmp_path / "x", max_updates=1, adam="sgd")
+    old = tmp_path / "for-loop" / "checkpoint_6.pt"
+    ck = torch.load(old, weights_only=False)
+    del ck["train_config"]["adam"]
+    torch.save(ck, old)
+    train(tiny_model_config(dropout=0.3), quick_train_config(tmp_path / "for-loop", max_updates=7), _data(toy))
+    assert "with changed adam ('for-loop' -> 'fused')" in caplog.text

@@ -199,6 +199,18 @@ def _glibc():
 
 AMP_MODES = ("none", "bf16", "fp16")
 
+#: implementations of torch's Adam / AdamW: ``fused`` (one kernel over all parameters), ``foreach`` (torch's
+#: multi-tensor kernels) or ``for-loop`` (one parameter at a time: torch's default on CPU, and what xlpe used up to
+#: 0.1.x). The same algorithm; only the floating-point rounding of the update differs.
+ADAM_IMPLS = ("fused", "foreach", "for-loop")
+
+
+def adam_kwargs(impl: str) -> dict[str, bool]:
+    """The keyword arguments that select ``impl`` (:data:`ADAM_IMPLS`) in ``torch.optim.Adam`` / ``AdamW``."""
+    if impl not in ADAM_IMPLS:
+        raise ConfigError(f"adam must be one of {', '.join(ADAM_IMPLS)}, not {impl!r}")
+    return {"fused": {"fused": True}, "foreach": {"foreach": True}, "for-loop": {"foreach": False}}[impl]
+
 
 #: oneDNN's primitive cache and ideep's cache in front of it (PyTorch's bf16 CPU matrix products use both); each
 #: is read from the environment once, when the process first builds a bf16 product

@@ -40,9 +40,9 @@ from xlpe.errors import ConfigError, XlpeError
 from xlpe.io.atomic import atomic_write
 from xlpe.io.bitext import read_bitext
 from xlpe.nn.checkpoint import checkpoint_path, load_checkpoint, prune_checkpoints, save_checkpoint
-from xlpe.runtime import (AMP_MODES, MetricsLog, autocast_context, get_rng_state, init_distributed,
-                          limit_onednn_caches, progress_bar, resolve_device, resume_path, retain_freed_memory,
-                          seed_all, set_rng_state, unwrap, write_run_info)
+from xlpe.runtime import (ADAM_IMPLS, AMP_MODES, MetricsLog, adam_kwargs, autocast_context, get_rng_state,
+                          init_distributed, limit_onednn_caches, progress_bar, resolve_device, resume_path,
+                          retain_freed_memory, seed_all, set_rng_state, unwrap, write_run_info)
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +74,8 @@ class TrainConfig:
     clip_norm: float = option(1.0, "gradient norm clipping (0 = none)")
     adam_eps: float = option(1e-8, "AdamW epsilon")
     weight_decay: float = option(0.0, "AdamW weight decay")
+    adam: str = option("fused", "AdamW's implementation: 'fused' (one kernel for all parameters), 'foreach' or "
+                                "'for-loop' (torch's default on CPU; xlpe's up to 0.1.x)", choices=ADAM_IMPLS)
     seed: int = option(42, "seed of the weights' random part, masking, dropout and batch order")
     amp: str = option("none", "autocast: none, bf16 (CPU or GPU) or fp16 (GPU)", choices=AMP_MODES)
     device: str = option("auto", "cpu, cuda, cuda:N or auto")
@@ -94,6 +96,7 @@ class TrainConfig:
             raise ConfigError(f"tlm_trainable must be one of {', '.join(TLM_TRAINABLE)}, not {self.tlm_trainable!r}")
         if self.amp not in AMP_MODES:
             raise ConfigError(f"amp must be one of {', '.join(AMP_MODES)}, not {self.amp!r}")
+        adam_kwargs(self.adam)                                  # refuses an unknown implementation
 
     def stage(self, stage: str) -> tuple[float, float, int, int]:
         """``(lr, epochs, max_steps, accumulation)`` of a stage."""
@@ -320,7 +323,8 @@ def train_stage(stage: str, aligner: CrossAligner, src: str, tgt: str, out: str 
         lr, epochs, max_steps, accum = cfg.stage(stage)
         sampler = PairSampler(len(data), cfg.batch_size, cfg.seed, dist_.rank, dist_.world)
         total = max(1, min(max_steps, math.ceil(epochs * sampler.per_epoch / accum)))
-        optimizer = torch.optim.AdamW(params, lr=lr, eps=cfg.adam_eps, weight_decay=cfg.weight_decay)
+        optimizer = torch.optim.AdamW(params, lr=lr, eps=cfg.adam_eps, weight_decay=cfg.weight_decay,
+                                      **adam_kwargs(cfg.adam))
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: max(0.0, 1.0 - s / total))
         step = 0
         seed_all(cfg.seed + dist_.rank)

@@ -7,7 +7,8 @@ systems) instead of training again; it then resumes at the last update, which en
 translates and scores its own test sets as usual.
 
 "The same training" is :func:`training_signature`: every model option; every training option except those that
-change only speed, logging or where files go (:data:`NOT_TRAINING`); and every data option, with each input file
+change only speed, logging or where files go (:data:`NOT_TRAINING`), an option the run predates counting as
+the value it ran with (:data:`xlpe.train.config.PRE_OPTION_VALUES`); and every data option, with each input file
 (bitext, dev set, subword model, channel files) by its content, not its path. The code version is not compared:
 reuse runs made by the same xlpe version. A candidate counts only when its folder marks the run finished and its
 training log reached its budget.
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from xlpe.experiments.cache import digest, file_sig
+from xlpe.train.config import PRE_OPTION_VALUES
 
 log = logging.getLogger("xlpe.experiments.reuse")
 
@@ -53,7 +55,7 @@ def training_signature(model: dict, train: dict, data: dict, base: Path | None =
                 d[side][name] = [kind, sig(path)]
     except FileNotFoundError:
         return None
-    t = {k: v for k, v in train.items() if k not in NOT_TRAINING}
+    t = {k: v for k, v in {**PRE_OPTION_VALUES, **train}.items() if k not in NOT_TRAINING}
     return digest({"model": model, "train": t, "data": d})
 
 

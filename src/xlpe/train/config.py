@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from xlpe.config import option
 from xlpe.errors import ConfigError
-from xlpe.runtime import AMP_MODES
+from xlpe.runtime import ADAM_IMPLS, AMP_MODES
 from xlpe.train.losses import AUX_LOSS_MODES
 from xlpe.train.schedule import KINDS as SCHEDULES, Schedule
 
@@ -104,6 +104,9 @@ class TrainConfig:
     betas: tuple[float, float] = option((0.9, 0.98), "Adam betas", metavar=("B1", "B2"))
     adam_eps: float = option(1e-8, "Adam epsilon")
     weight_decay: float = option(0.0, "Adam weight decay (L2, as torch.optim.Adam applies it)")
+    adam: str = option("fused", "Adam's implementation: 'fused' (one kernel for all parameters), 'foreach' or "
+                                "'for-loop' (torch's default on CPU; xlpe's up to 0.1.x): the same algorithm, "
+                                "the update's rounding differs", choices=ADAM_IMPLS)
     schedule: str = option("inverse_sqrt", "learning-rate schedule (see xlpe.train.schedule)", choices=SCHEDULES)
     warmup: int = option(4000, "linear warm-up updates")
     warmup_init_lr: float = option(1e-7, "learning rate of the first update (start of the warm-up)")
@@ -168,7 +171,7 @@ class TrainConfig:
             bad.append("max_tokens must be >= 1")
         if not 0.0 <= self.label_smoothing < 1.0:
             bad.append("label_smoothing must be in [0, 1)")
-        for name, choices in (("amp", PRECISIONS), ("best_metric", ("loss", "bleu")),
+        for name, choices in (("amp", PRECISIONS), ("adam", ADAM_IMPLS), ("best_metric", ("loss", "bleu")),
                               ("log_format", ("csv", "jsonl")), ("schedule", SCHEDULES)):
             if getattr(self, name) not in choices:
                 bad.append(f"{name} must be one of {', '.join(choices)}, not {getattr(self, name)!r}")
@@ -196,6 +199,9 @@ class TrainConfig:
 
 
 #: the fields whose change on resumption would change what the remaining run computes
-RESUME_FIXED = ("seed", "lr", "betas", "adam_eps", "weight_decay", "schedule", "warmup", "warmup_init_lr",
+RESUME_FIXED = ("seed", "lr", "betas", "adam_eps", "weight_decay", "adam", "schedule", "warmup", "warmup_init_lr",
                  "label_smoothing", "clip_norm", "aux_weights", "aux_loss_mode", "max_tokens", "max_sentences", "update_freq",
                  "bucket", "amp", "batch_multiple")
+
+#: what a run did before an option existed: a checkpoint or run.json without the key ran with this value
+PRE_OPTION_VALUES = {"adam": "for-loop"}

@@ -47,11 +47,11 @@ from xlpe.nn.checkpoint import checkpoint_path, load_checkpoint, prune_checkpoin
 from xlpe.nn.config import TransformerConfig
 from xlpe.nn.positions import aux_loss_weights, required_inputs, required_targets
 from xlpe.nn.transformer import build_model, count_parameters
-from xlpe.runtime import (Distributed, MetricsLog, autocast_context, get_rng_state, init_distributed,
+from xlpe.runtime import (Distributed, MetricsLog, adam_kwargs, autocast_context, get_rng_state, init_distributed,
                           limit_onednn_caches, progress_bar, release_freed_memory, resolve_device, resume_path,
                           retain_freed_memory, seed_all, set_rng_state, unwrap, write_run_info)
 from xlpe.sources import check_channels, open_sources
-from xlpe.train.config import RESUME_FIXED, DataConfig, TrainConfig
+from xlpe.train.config import PRE_OPTION_VALUES, RESUME_FIXED, DataConfig, TrainConfig
 from xlpe.train.losses import combine_losses, projected_label_smoothed_nll
 from xlpe.train.master import MasterWeights
 from xlpe.train.schedule import build_scheduler
@@ -226,7 +226,7 @@ def train(model_cfg, train_cfg: TrainConfig, data: DataConfig) -> TrainResult:
             model.load_state_dict(ck["model"])
         master = MasterWeights(model) if pure else None
         optimizer = torch.optim.Adam(master.params if pure else model.parameters(), lr=cfg.lr, betas=cfg.betas,
-                                     eps=cfg.adam_eps, weight_decay=cfg.weight_decay)
+                                     eps=cfg.adam_eps, weight_decay=cfg.weight_decay, **adam_kwargs(cfg.adam))
         budget_used = [0.0]         # linear_time: the share of max_time_minutes spent, set before each step
         scheduler = build_scheduler(optimizer, cfg.schedule_obj(), progress=lambda: budget_used[0])
         scaler = torch.amp.GradScaler("cuda") if cfg.amp == "fp16" else None
@@ -467,6 +467,7 @@ def _check_resume_compatible(ck: Mapping, mcfg, cfg: TrainConfig, path: Path) ->
         raise ConfigError(f"cannot resume from {path}: the model config differs in {', '.join(diff)} "
                           f"(checkpoint: {', '.join(f'{k}={old_m.get(k)!r}' for k in diff)})")
     old_t = ck.get("train_config") or {}
+    old_t = {**PRE_OPTION_VALUES, **old_t} if old_t else {}
     changed = [k for k in RESUME_FIXED if k in old_t and _norm(old_t[k]) != _norm(getattr(cfg, k))]
     if changed:
         log.warning("resuming %s with changed %s: the run is no longer an exact continuation", path,
