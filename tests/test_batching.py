@@ -67,6 +67,31 @@ def test_bucketing_reduces_padding():
     assert pad(True) < 0.2 * pad(False)
 
 
+def test_length_ties_halve_the_padding_of_each_side():
+    """``ties`` (source, then target length) orders the sentences of one padded cost, so each side of a batch
+    pads less; the batches keep their budget, cover every example once, stay a function of (seed, epoch) and
+    still change from epoch to epoch."""
+    rng = np.random.default_rng(3)
+    src = rng.integers(2, 40, size=4000)
+    tgt = np.clip(src + rng.integers(-8, 9, size=4000), 1, None)
+    cost = np.maximum(src, tgt + 1)
+
+    def pads(sampler, epoch=0):
+        b = sampler.batches(epoch)
+        assert sorted(i for x in b for i in x) == list(range(len(cost)))
+        assert all(len(x) * cost[x].max() <= 600 for x in b)
+        return [sum(len(x) * side[x].max() - side[x].sum() for x in b) for side in (src, tgt)]
+    plain = TokenBatchSampler(cost, 600, seed=1)
+    tied = TokenBatchSampler(cost, 600, seed=1, ties=(src, tgt))
+    (ps, pt), (ts, tt) = pads(plain), pads(tied)
+    assert ts < 0.6 * ps and tt < pt
+    assert tied.batches(0) == TokenBatchSampler(cost, 600, seed=1, ties=(src, tgt)).batches(0)
+    assert tied.batches(0) != tied.batches(1) and len(tied.batches(0)) == len(plain.batches(0))
+    assert TokenBatchSampler(cost, 600, seed=1, ties=()).batches(0) == plain.batches(0)     # no keys: as before
+    with pytest.raises(ConfigError, match="one value per example"):
+        TokenBatchSampler(cost, 600, ties=(src[:10],))
+
+
 def test_deterministic_by_seed_and_epoch():
     lengths = _lengths()
     a = TokenBatchSampler(lengths, 200, seed=5)

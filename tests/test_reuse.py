@@ -61,6 +61,8 @@ def test_training_signature(tmp_path):
     assert training_signature(model, train, {**data, "train_src": str(moved / "s.txt")}) != sig   # content counts
     assert training_signature(model, train, {**data, "train_channels": {"xl": f"orders:{moved / 's.txt'}"}}) != sig
     assert training_signature(model, train, {**data, "train_src": str(tmp_path / "missing")}) is None
-    # a run from before the `adam` option used the for-loop: it matches that, not the fused default
-    assert training_signature(model, {**train, "adam": "for-loop"}, data) == sig
-    assert training_signature(model, {**train, "adam": "fused"}, data) != sig
+    # a run from before the `adam` and `bucket_ties` options ran with the for-loop and random ties: it matches
+    # those values, not the new defaults
+    assert training_signature(model, {**train, "adam": "for-loop", "bucket_ties": False}, data) == sig
+    assert training_signature(model, {**train, "adam": "fused", "bucket_ties": False}, data) != sig
+    assert training_signature(model, {**train, "adam": "for-loop", "bucket_ties": True}, data) != sig

@@ -46,6 +46,10 @@ class TokenBatchSampler:
         seed: the batches of epoch ``e`` are a pure function of ``(seed, e)``.
         bucket: sort by length before cutting batches (little padding); without it batches follow the
             (shuffled) corpus order.
+        ties: further sort keys for ``bucket``, one value per example each (e.g. the source, then the target
+            length): examples of the same padded cost are ordered by them, so each side of a batch holds
+            sentences of similar length (on Multi30k the padding of the source side halves). With ``shuffle``,
+            the random order then only decides among examples equal in every key.
         num_replicas, rank: DDP sharding. The epoch's batch list is extended by repeating its first batches
             until its length divides by ``num_replicas``, then rank ``r`` takes batches ``r, r+R, r+2R, …``, so
             every rank runs the same number of steps (with R > 1 a few examples are seen twice per epoch).
@@ -56,8 +60,11 @@ class TokenBatchSampler:
 
     def __init__(self, lengths: Sequence[int] | np.ndarray, max_tokens: int, *, max_sentences: int | None = None,
                  shuffle: bool = True, seed: int = 0, bucket: bool = True, num_replicas: int = 1, rank: int = 0,
-                 batch_multiple: int = 1):
+                 batch_multiple: int = 1, ties: Sequence[Sequence[int] | np.ndarray] = ()):
         self.lengths = np.asarray(lengths, dtype=np.int64)
+        self.ties = [np.asarray(t) for t in ties]
+        if any(t.shape != self.lengths.shape for t in self.ties):
+            raise ConfigError(f"every tie-break key needs one value per example ({len(self.lengths)})")
         if max_tokens <= 0:
             raise ConfigError(f"max_tokens must be positive, got {max_tokens}")
         if len(self.lengths) == 0:
@@ -80,8 +87,8 @@ class TokenBatchSampler:
         rng = np.random.default_rng([self.seed, epoch])
         n = len(self.lengths)
         order = rng.permutation(n) if self.shuffle else np.arange(n)
-        if self.bucket:
-            order = order[np.argsort(self.lengths[order], kind="stable")]
+        if self.bucket:             # lexsort is stable: its last key sorts first
+            order = order[np.lexsort([t[order] for t in reversed(self.ties)] + [self.lengths[order]])]
         lens = self.lengths[order].tolist()
         cap, mult = self.max_sentences or n, self.batch_multiple
         batches, start, longest = [], 0, 0

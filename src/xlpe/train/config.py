@@ -128,6 +128,9 @@ class TrainConfig:
                                   "to the next batch (fairseq's --required-batch-size-multiple, 8 there)")
     update_freq: int = option(1, "accumulate gradients over this many batches per update")
     bucket: bool = option(True, "batch sentences of similar length together")
+    bucket_ties: bool = option(True, "with bucket: sentences of the same padded length are sorted by source, then "
+                                     "target length (less padding on each side); --no-bucket-ties = in random "
+                                     "order (xlpe up to 0.1.x)")
     # stopping
     max_updates: int = option(0, "stop after this many updates (0 = no limit)")
     max_epochs: int = option(0, "stop after this many passes over the training data (0 = no limit)")
@@ -201,7 +204,7 @@ class TrainConfig:
 #: the fields whose change on resumption would change what the remaining run computes
 RESUME_FIXED = ("seed", "lr", "betas", "adam_eps", "weight_decay", "adam", "schedule", "warmup", "warmup_init_lr",
                  "label_smoothing", "clip_norm", "aux_weights", "aux_loss_mode", "max_tokens", "max_sentences", "update_freq",
-                 "bucket", "amp", "batch_multiple")
+                 "bucket", "bucket_ties", "amp", "batch_multiple")
 
 #: what a run did before an option existed: a checkpoint or run.json without the key ran with this value
-PRE_OPTION_VALUES = {"adam": "for-loop"}
+PRE_OPTION_VALUES = {"adam": "for-loop", "bucket_ties": False}

@@ -36,6 +36,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any, Mapping
 
+import numpy as np
 import torch
 
 from xlpe.data.batching import TokenBatchSampler, collate
@@ -232,7 +233,8 @@ def train(model_cfg, train_cfg: TrainConfig, data: DataConfig) -> TrainResult:
         scaler = torch.amp.GradScaler("cuda") if cfg.amp == "fp16" else None
         sampler = TokenBatchSampler(train_data.num_tokens, cfg.max_tokens, max_sentences=cfg.max_sentences,
                                     shuffle=True, seed=cfg.seed, bucket=cfg.bucket,
-                                    num_replicas=dist_.world, rank=dist_.rank, batch_multiple=cfg.batch_multiple)
+                                    num_replicas=dist_.world, rank=dist_.rank, batch_multiple=cfg.batch_multiple,
+                                    ties=_length_ties(train_data) if cfg.bucket_ties else ())
         step, best, bad_vals, wall_before, last_valid = 0, None, 0, 0.0, {}
         if ck is not None:
             optimizer.load_state_dict(ck["optimizer"])
@@ -458,6 +460,11 @@ class _Interval:
         row.update({"lr": self.lr, "grad_norm": self.gnorm / max(self.updates, 1), "tokens_per_s": ntok / dt, "sentences": int(nsent)})
         self._reset()
         return row
+
+
+def _length_ties(data) -> tuple[np.ndarray, ...]:
+    """The batch sampler's tie-break keys: source, then target length (``TrainConfig.bucket_ties``)."""
+    return tuple(x for x in (data.src_lengths, data.tgt_lengths) if x is not None)
 
 
 def _check_resume_compatible(ck: Mapping, mcfg, cfg: TrainConfig, path: Path) -> None:
