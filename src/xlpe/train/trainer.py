@@ -358,8 +358,11 @@ def train(model_cfg, train_cfg: TrainConfig, data: DataConfig) -> TrainResult:
             interval.lr = optimizer.param_groups[0]["lr"]          # the rate this update uses
             if scaler is not None:
                 scaler.unscale_(optimizer)
-            gnorm = torch.nn.utils.clip_grad_norm_(master.params if pure else model.parameters(),
-                                                   cfg.clip_norm if cfg.clip_norm > 0 else math.inf)
+            params = master.params if pure else model.parameters()
+            if cfg.clip_norm > 0:
+                gnorm = torch.nn.utils.clip_grad_norm_(params, cfg.clip_norm)
+            else:                               # the norm for the log only (clipping at inf would rescale by 1)
+                gnorm = torch.nn.utils.get_total_norm([p.grad for p in params if p.grad is not None])
             if scaler is not None:
                 scaler.step(optimizer)
                 scaler.update()
