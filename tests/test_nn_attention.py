@@ -167,3 +167,50 @@ def test_dropout_mask_rate_scale_and_gradient():
     assert y.shape == (3, 7, 5) and set(y.unique().tolist()) <= {0.0, 2.0}
     kept = dropout(torch.ones(40000, 4), 0.1, True) != 0
     assert ((kept.float().mean(0) - 0.9).abs() < 0.01).all()
+
+
+def _splitmix64_reference(state: int, n: int) -> list[int]:
+    """Vigna's splitmix64.c in Python integers (uint64), as signed int64 values."""
+    out, m = [], (1 << 64) - 1
+    for _ in range(n):
+        state = (state + 0x9E3779B97F4A7C15) & m
+        z = state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & m
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & m
+        z ^= z >> 31
+        out.append(z - (1 << 64) if z >> 63 else z)
+    return out
+
+
+def test_splitmix64_is_the_reference_generator_from_a_seeded_start():
+    """Dropout's random bits: SplitMix64 from a start state drawn from torch's generator, equal to the reference
+    code for that state (from state 0 its first output is Vigna's 0xE220A8397B1DCDAF), reproducible by seed."""
+    from xlpe.nn.attention import splitmix64
+    assert _splitmix64_reference(0, 1) == [0xE220A8397B1DCDAF - (1 << 64)]
+    g = torch.Generator().manual_seed(11)
+    start = int(torch.empty((), dtype=torch.int64).random_(-2 ** 63, 2 ** 63 - 1, generator=g))
+    g.manual_seed(11)
+    got = splitmix64(70000, generator=g)          # longer than the first counter buffer: it grows
+    assert got.dtype == torch.int64
+    ref = _splitmix64_reference(start % (1 << 64), 70000)
+    assert got[:50].tolist() == ref[:50] and got[-50:].tolist() == ref[-50:]
+    assert torch.equal(got[:5], splitmix64(5, generator=torch.Generator().manual_seed(11)))
+    assert not torch.equal(got[:5], splitmix64(5, generator=torch.Generator().manual_seed(12)))
+    torch.manual_seed(5)
+    a = splitmix64(100)
+    torch.manual_seed(5)
+    assert torch.equal(a, splitmix64(100))      # the default generator: torch.manual_seed reproduces dropout
+    # every 16-bit lane is uniform: mean 0 and std 65536/sqrt(12) over [-32768, 32767]
+    lanes = splitmix64(1 << 18, generator=g).view(torch.int16).view(-1, 4).float()
+    assert (lanes.mean(0).abs() < 150).all()
+    assert ((lanes.std(0) / (65536 / 12 ** 0.5) - 1).abs() < 0.01).all()
+
+
+def test_bf16_softmax_is_the_float32_softmax_rounded():
+    """The explicit bf16 attention path calls torch's softmax on bf16 scores, relying on it to compute in float32
+    and round once: the same weights as a float32 softmax rounded to bf16 (masked keys included)."""
+    torch.manual_seed(0)
+    s = (torch.randn(64, 4, 14, 14) * 4).bfloat16()
+    s = s.masked_fill(torch.rand(64, 1, 1, 14) < 0.2, float("-inf"))
+    s[..., 0] = 0.5
+    assert torch.equal(s.softmax(-1), s.float().softmax(-1).bfloat16())
