@@ -96,15 +96,17 @@ def test_label_smoothing_gradient_matches_autograd(eps):
 def test_projected_loss_equals_projection_then_loss(eps, monkeypatch):
     """The fused output projection + loss (row blocks, padding rows skipped, gradients computed in the forward)
     equals ``hidden @ W.T`` followed by the plain loss: values and gradients for hidden and W, in one block and
-    in many; pad rows get no gradient; the NLL is for logging only; no gradient is computed without grad mode;
+    in many, with the gradient products over one or several buffers; pad rows get no gradient; the NLL is for logging only; no gradient is computed without grad mode;
     a second backward is refused."""
     import xlpe.train.losses as losses
     torch.manual_seed(2)
     target = torch.randint(1, 29, (3, 7))
     target[0, 5:] = 0
     target[2, 2:] = 0
-    for block in (1 << 21, 29 * 3):                                  # one block / blocks of 3 rows
+    # one block / blocks of 3 rows; their gradients in one buffer, a buffer per block, or buffers of 2 blocks
+    for block, grad_bytes in ((1 << 21, 1 << 26), (29 * 3, 1 << 26), (29 * 3, 1), (29 * 3, 29 * 3 * 4 * 2)):
         monkeypatch.setattr(losses, "_PROJ_BLOCK", block)
+        monkeypatch.setattr(losses, "_GRAD_BYTES", grad_bytes)
         h1 = torch.randn(3, 7, 8, requires_grad=True)
         w1 = torch.randn(29, 8, requires_grad=True)
         h2, w2 = h1.detach().clone().requires_grad_(True), w1.detach().clone().requires_grad_(True)

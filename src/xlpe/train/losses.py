@@ -101,6 +101,10 @@ def label_smoothed_nll(logits: torch.Tensor, target: torch.Tensor, epsilon: floa
 #: rows of the (rows, V) score block that :func:`projected_label_smoothed_nll` computes at a time: ~2M scores
 #: (8 MB in float32), small enough for the elementwise passes to run in cache
 _PROJ_BLOCK = 1 << 21
+#: bytes of the score gradients ``g`` kept for the two gradient products (a whole number of score blocks, at least
+#: one): 64 MB hold ~4k rows of an 8k vocabulary in bf16, a Multi30k batch in one product each instead of one per
+#: score block (fewer, larger products and no float32 partial sums of dW to add; docs/results/speed.md)
+_GRAD_BYTES = 1 << 26
 
 
 class _ProjectedSmoothedCrossEntropy(torch.autograd.Function):
@@ -108,7 +112,9 @@ class _ProjectedSmoothedCrossEntropy(torch.autograd.Function):
 
     Forward computes, block by block, the scores ``h W^T``, the loss sums and, when a gradient is wanted, the
     gradients of the smoothed loss sum with respect to ``h`` and ``W`` (``g = p - (1-ε)·onehot(y) - ε/V``;
-    ``dh = g W``, ``dW = gᵀ h``), so no ``(N, V)`` tensor outlives a block and the backward only scales them."""
+    ``dh = g W``, ``dW = gᵀ h``): the blocks' ``g`` fill a buffer of at most ``_GRAD_BYTES``, and each full buffer
+    goes through the two products at once. No float32 ``(N, V)`` tensor outlives a block, and the backward only
+    scales the gradients."""
 
     @staticmethod
     def forward(ctx, h, weight, target, epsilon: float, ignore_index: int, cdtype, grad_mode: bool):
@@ -124,30 +130,36 @@ class _ProjectedSmoothedCrossEntropy(torch.autograd.Function):
             wg = wc if gdtype == cdtype else weight.float()
             V = weight.shape[0]
             rows = max(1, _PROJ_BLOCK // V)
+            span = rows * max(1, _GRAD_BYTES // (rows * V * torch.finfo(gdtype).bits // 8))   # rows per buffer
             loss = h.new_zeros((), dtype=torch.float32)
             nll_total = loss.clone()
             dh = torch.empty(hs.shape, dtype=torch.float32, device=h.device) if want and ctx.needs_input_grad[0] else None
-            dw = torch.zeros(weight.shape, dtype=torch.float32, device=h.device) if want and ctx.needs_input_grad[1] else None
-            for s in range(0, len(ts), rows):
-                hb, tb = hs[s:s + rows], ts[s:s + rows]
-                z = (hb @ wc.t()).float()
-                z.sub_(z.amax(dim=1, keepdim=True))
-                zy = z.gather(1, tb[:, None]).squeeze(1)
-                zmean = z.mean(dim=1)
-                sumexp = z.exp_().sum(dim=1)
-                lse = sumexp.log()
-                nll = lse - zy
-                nll_total += nll.sum()
-                loss += ((1.0 - epsilon) * nll + epsilon * (lse - zmean)).sum()
-                if want:
-                    g = z.mul_(sumexp.reciprocal_()[:, None]).sub_(epsilon / V)       # the softmax, shifted
-                    g.scatter_add_(1, tb[:, None], g.new_full((len(tb), 1), -(1.0 - epsilon)))
-                    if gdtype != torch.float32:
-                        g = g.to(gdtype)
-                    if dh is not None:
-                        dh[s:s + rows] = g @ wg
-                    if dw is not None:
-                        dw += (g.t() @ (hb if gdtype == cdtype else hb.float())).float()
+            want_dw, dw = want and ctx.needs_input_grad[1], None
+            for s0 in range(0, len(ts), span):
+                e0 = min(s0 + span, len(ts))
+                grads = torch.empty((e0 - s0, V), dtype=gdtype, device=h.device) if want else None
+                for s in range(s0, e0, rows):
+                    hb, tb = hs[s:min(s + rows, e0)], ts[s:min(s + rows, e0)]
+                    z = (hb @ wc.t()).float()
+                    z.sub_(z.amax(dim=1, keepdim=True))
+                    zy = z.gather(1, tb[:, None]).squeeze(1)
+                    zmean = z.mean(dim=1)
+                    sumexp = z.exp_().sum(dim=1)
+                    lse = sumexp.log()
+                    nll = lse - zy
+                    nll_total += nll.sum()
+                    loss += ((1.0 - epsilon) * nll + epsilon * (lse - zmean)).sum()
+                    if want:
+                        g = z.mul_(sumexp.reciprocal_()[:, None]).sub_(epsilon / V)       # the softmax, shifted
+                        g.scatter_add_(1, tb[:, None], g.new_full((len(tb), 1), -(1.0 - epsilon)))
+                        grads[s - s0:s - s0 + len(tb)] = g                               # rounded to gdtype
+                if dh is not None:
+                    dh[s0:e0] = grads @ wg
+                if want_dw:
+                    part = grads.t() @ (hs[s0:e0] if gdtype == cdtype else hs[s0:e0].float())
+                    dw = part.float() if dw is None else dw.add_(part)
+            if want_dw and dw is None:          # no target token in the batch
+                dw = torch.zeros(weight.shape, dtype=torch.float32, device=h.device)
             if want:
                 ctx.save_for_backward(keep, dh, dw)
                 ctx.h_shape, ctx.h_dtype, ctx.w_dtype = h.shape, h.dtype, weight.dtype
@@ -172,8 +184,8 @@ def projected_label_smoothed_nll(hidden: torch.Tensor, weight: torch.Tensor, tar
     the scores are computed for non-pad target positions only, a block of rows at a time, and never stored.
 
     Against the projection followed by :func:`label_smoothed_nll` this skips the padding rows' share of the
-    output projection and keeps the loss's memory at one block instead of several ``(N, V)`` buffers (scores, their
-    float32 copy, the softmax, the gradient). Under CPU or GPU autocast the matrix products run in the autocast
+    output projection and keeps the loss's memory at one float32 block and a gradient buffer of at most 64 MB
+    (``_GRAD_BYTES``) instead of several ``(N, V)`` buffers (scores, their float32 copy, the softmax, the gradient). Under CPU or GPU autocast the matrix products run in the autocast
     dtype (like ``F.linear`` there) and the softmax in float32; under fp16 autocast the two gradient products run
     in float32 (they are computed before any loss scaling, so fp16 would flush small gradients to zero).
 

@@ -344,7 +344,7 @@ def train(model_cfg, train_cfg: TrainConfig, data: DataConfig) -> TrainResult:
                 with sync:
                     with autocast():
                         hidden, aux = model(b.src, b.tgt_in, b.channels, return_aux=True, features_only=True)
-                        # the output projection and the loss, fused and in row blocks (no (N, V) buffers)
+                        # the output projection and the loss, fused and in row blocks (no float32 (N, V) buffers)
                         loss_sum, nll_sum = projected_label_smoothed_nll(hidden, net.output_weight, b.tgt_out,
                                                                          cfg.label_smoothing, ignore_index=PAD_ID)
                     obj, parts = combine_losses(loss_sum, aux, aux_weights, mode=cfg.aux_loss_mode,
