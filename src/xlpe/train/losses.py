@@ -102,9 +102,11 @@ def label_smoothed_nll(logits: torch.Tensor, target: torch.Tensor, epsilon: floa
 #: (8 MB in float32), small enough for the elementwise passes to run in cache
 _PROJ_BLOCK = 1 << 21
 #: bytes of the score gradients ``g`` kept for the two gradient products (a whole number of score blocks, at least
-#: one): 64 MB hold ~4k rows of an 8k vocabulary in bf16, a Multi30k batch in one product each instead of one per
-#: score block (fewer, larger products and no float32 partial sums of dW to add; docs/results/speed.md)
-_GRAD_BYTES = 1 << 26
+#: one): 24 MB hold 1,310 rows of an 8k vocabulary in bf16, so a Multi30k batch takes 3 products each instead of
+#: one per score block (larger products, fewer float32 partial sums of dW to add; docs/results/speed.md). Below
+#: glibc's 32 MiB mmap threshold, so the buffer comes from the heap (xlpe.runtime.retain_freed_memory), not from
+#: fresh pages at every update.
+_GRAD_BYTES = 24 << 20
 
 
 class _ProjectedSmoothedCrossEntropy(torch.autograd.Function):
@@ -184,7 +186,7 @@ def projected_label_smoothed_nll(hidden: torch.Tensor, weight: torch.Tensor, tar
     the scores are computed for non-pad target positions only, a block of rows at a time, and never stored.
 
     Against the projection followed by :func:`label_smoothed_nll` this skips the padding rows' share of the
-    output projection and keeps the loss's memory at one float32 block and a gradient buffer of at most 64 MB
+    output projection and keeps the loss's memory at one float32 block and a gradient buffer of at most 24 MB
     (``_GRAD_BYTES``) instead of several ``(N, V)`` buffers (scores, their float32 copy, the softmax, the gradient). Under CPU or GPU autocast the matrix products run in the autocast
     dtype (like ``F.linear`` there) and the softmax in float32; under fp16 autocast the two gradient products run
     in float32 (they are computed before any loss scaling, so fp16 would flush small gradients to zero).
