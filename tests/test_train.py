@@ -92,6 +92,24 @@ def test_label_smoothing_gradient_matches_autograd(eps):
         loss.backward()
 
 
+def test_projected_loss_of_a_target_far_below_the_maximum():
+    """A target whose score is so far below the row's maximum that its float32 probability underflows to 0: the
+    NLL is still exact (from logsumexp), not inf, and the gradients stay those of the reference."""
+    torch.manual_seed(4)
+    h = torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.5, 0.5]], requires_grad=True)
+    w = torch.tensor([[300.0, 0.0], [-300.0, 0.0], [0.0, 1.0], [0.0, -1.0]], requires_grad=True)
+    target = torch.tensor([1, 2, 1])                 # row 0: target score -300, maximum +300
+    loss, nll = projected_label_smoothed_nll(h, w, target, 0.1, ignore_index=-1)
+    h2, w2 = h.detach().clone().requires_grad_(True), w.detach().clone().requires_grad_(True)
+    rl, rn = _reference_smoothed(h2 @ w2.t(), target, 0.1, -1)
+    assert torch.isfinite(nll) and nll.item() == pytest.approx(rn.item(), rel=1e-6)
+    assert loss.item() == pytest.approx(rl.item(), rel=1e-6)
+    loss.backward()
+    rl.backward()
+    torch.testing.assert_close(h.grad, h2.grad, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(w.grad, w2.grad, rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("eps", [0.0, 0.1])
 def test_projected_loss_equals_projection_then_loss(eps, monkeypatch):
     """The fused output projection + loss (row blocks, padding rows skipped, gradients computed in the forward)
