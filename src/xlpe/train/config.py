@@ -128,9 +128,9 @@ class TrainConfig:
                                   "to the next batch (fairseq's --required-batch-size-multiple, 8 there)")
     update_freq: int = option(1, "accumulate gradients over this many batches per update")
     bucket: bool = option(True, "batch sentences of similar length together")
-    bucket_ties: bool = option(True, "with bucket: sentences of the same padded length are sorted by source, then "
-                                     "target length (less padding on each side); --no-bucket-ties = in random "
-                                     "order (xlpe up to 0.1.x)")
+    bucket_ties: bool = option(False, "with bucket: sort sentences of the same padded length by source, then target "
+                                      "length (half the padding of each side, a few per cent faster per update, but slower "
+                                      "learning per update on Multi30k: docs/results/speed.md); off = random order")
     # stopping
     max_updates: int = option(0, "stop after this many updates (0 = no limit)")
     max_epochs: int = option(0, "stop after this many passes over the training data (0 = no limit)")
