@@ -129,8 +129,9 @@ class TrainConfig:
     update_freq: int = option(1, "accumulate gradients over this many batches per update")
     bucket: bool = option(True, "batch sentences of similar length together")
     bucket_ties: bool = option(False, "with bucket: sort sentences of the same padded length by source, then target "
-                                      "length (half the padding of each side, a few per cent faster per update, but slower "
-                                      "learning per update on Multi30k: docs/results/speed.md); off = random order")
+                                      "length (half the padding of each side, a few per cent faster per update; "
+                                      "whether it slows learning per update is unsettled: docs/results/speed.md); "
+                                      "off = random order")
     # stopping
     max_updates: int = option(0, "stop after this many updates (0 = no limit)")
     max_epochs: int = option(0, "stop after this many passes over the training data (0 = no limit)")
