@@ -66,3 +66,18 @@ def test_training_signature(tmp_path):
     assert training_signature(model, {**train, "adam": "for-loop", "bucket_ties": False}, data) == sig
     assert training_signature(model, {**train, "adam": "fused", "bucket_ties": False}, data) != sig
     assert training_signature(model, {**train, "adam": "for-loop", "bucket_ties": True}, data) != sig
+
+
+def test_restored_runs_are_finished_but_not_adopted(tmp_path):
+    """A folder restored from `xlpe experiment archive` has its runs without checkpoints: its own recipe trains
+    nothing there and reports the same numbers (the DPE probe's included), and no other recipe adopts them."""
+    a, runs_a = _run(tmp_path, "a")
+    assert main(["experiment", "archive", str(a), "--to", str(tmp_path / "arch")]) == 0
+    assert main(["experiment", "restore", str(tmp_path / "arch"), "--into", str(tmp_path / "a2")]) == 0
+    a2, runs_a2 = _run(tmp_path, "a2")
+    assert not list((a2 / "runs").rglob("*.pt"))                           # nothing trained
+    res_a, res_a2 = (json.loads((d / "results.json").read_text())["results"] for d in (a, a2))
+    assert res_a2["summary"] == res_a["summary"] and res_a2["probe"] == res_a["probe"] != {}
+    b, runs_b = _run(tmp_path, "b", f"experiment.reuse_runs=['{a2}']")
+    assert "reused" not in runs_b["baseline/seed1"]
+    assert list((b / "runs" / "baseline" / "seed1" / "train").glob("*.pt"))  # trained here

@@ -71,6 +71,22 @@ def test_structural_recipe_end_to_end(tmp_path, capsys):
     assert main(["experiment", "structural-pe", "--config", str(cfg), "--out", str(out)]) == 0
     assert {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("done.json")} == stamps     # cached
 
+    # archive the finished folder and restore it on "another machine": the recipe trains nothing there, and its
+    # report has the same numbers, decoding cost included (recorded under the archived checkpoints' signatures)
+    arch, moved = tmp_path / "archive", tmp_path / "elsewhere"
+    assert main(["experiment", "archive", str(out), "--to", str(arch)]) == 0
+    printed = capsys.readouterr().out
+    assert "left out synth: holds files of a kind an archive does not keep" in printed     # the corpus's own text
+    assert not list(arch.rglob("*.pt")) and (arch / "runs" / "abs-seq" / "seed1.tar.xz").is_file()
+    assert main(["experiment", "archive", str(out), "--to", str(arch)]) == 0
+    assert " 0 stages written" in capsys.readouterr().out                                     # nothing changed
+    assert main(["experiment", "restore", str(arch), "--into", str(moved)]) == 0
+    assert main(["experiment", "structural-pe", "--config", str(cfg), "--out", str(moved)]) == 0
+    assert not list((moved / "runs").rglob("*.pt"))                                            # nothing trained
+    again = json.loads((moved / "results.json").read_text())["results"]
+    assert again["summary"] == s and again["decode_cost"]["systems"] == res["decode_cost"]["systems"]
+    assert all(str(moved) in t["hyp"] for r in again["runs"].values() for t in r["tests"].values())
+
 
 @pytest.mark.parametrize("sets, msg", [
     (["experiment.systems=['rel-seq']"], "must include 'abs-seq'"),

@@ -1,5 +1,7 @@
 """``xlpe experiment NAME``: the recipes that reproduce the papers' tables at small scale; ``xlpe experiment status
-OUT``: how far one of their output folders has come (:mod:`xlpe.experiments.status`).
+OUT``: how far one of their output folders has come (:mod:`xlpe.experiments.status`); ``xlpe experiment archive OUT
+--to DIR`` / ``restore DIR --into OUT``: its finished stages without checkpoints, to fill a table on several
+machines (:mod:`xlpe.experiments.archive`).
 
 A recipe module (``xlpe.experiments.<name>``) provides ``TABLES`` (what ``--only`` may name), ``load_config(path,
 sets)`` and ``run_experiment(cfg, out, only)``; every config reads the same TOML tables
@@ -47,6 +49,23 @@ def add_cli_arguments(p: argparse.ArgumentParser) -> None:
     sp.add_argument("out", help="the --out folder of an `xlpe experiment NAME` or `xlpe demo` run")
     sp.add_argument("--json", action="store_true", help="print the status as JSON instead of a Markdown table")
     sp.set_defaults(_recipe=None)
+    help_ = ("write the finished stages of a recipe's output folder, without model checkpoints and without the "
+             "corpus's own text, as small archives (one .tar.xz per stage and a manifest) that can be kept under "
+             "version control; stages already archived with the same cache key are not written again")
+    sp = sub.add_parser("archive", help=help_, description=help_,
+                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    sp.add_argument("out", help="the --out folder of an `xlpe experiment NAME` run")
+    sp.add_argument("--to", required=True, help="the archive folder (created; updated if it exists)")
+    sp.add_argument("--max-file-mb", type=float, default=16.0,
+                    help="a stage with a larger file is left out (it runs again after a restore)")
+    sp.set_defaults(_recipe="archive")
+    help_ = ("put archived stages back into a recipe's output folder (before running the recipe there, which then "
+             "trains only what the archive lacks); stages the folder already has are kept")
+    sp = sub.add_parser("restore", help=help_, description=help_,
+                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    sp.add_argument("archive", help="a folder written by `xlpe experiment archive`")
+    sp.add_argument("--into", required=True, help="the recipe's --out folder (created if needed)")
+    sp.set_defaults(_recipe="restore")
 
 
 def cli_main(args: argparse.Namespace) -> int:
@@ -55,6 +74,20 @@ def cli_main(args: argparse.Namespace) -> int:
         from xlpe.experiments.status import folder_status, render_status
         st = folder_status(args.out)
         print(json.dumps(st, indent=1) if args.json else render_status(st).rstrip("\n"))
+        return 0
+    if module == "archive":
+        from xlpe.experiments.archive import archive_folder
+        r = archive_folder(args.out, args.to, max_file_mb=args.max_file_mb)
+        print(f"{args.to}: {len(r['written'])} stages written, {len(r['unchanged'])} unchanged, "
+              f"{len(r['unfinished'])} unfinished (not archived)")
+        for name, why in r["left_out"].items():
+            print(f"  left out {name}: {why} (it runs again after a restore)")
+        return 0
+    if module == "restore":
+        from xlpe.experiments.archive import restore_folder
+        r = restore_folder(args.archive, args.into)
+        print(f"{args.into}: {len(r['restored'])} stages restored, {len(r['links'])} links, {len(r['kept'])} kept "
+              "(the folder had them)")
         return 0
     cfg = module.load_config(args.config, args.set)
     r = module.run_experiment(cfg, args.out, args.only)

@@ -56,6 +56,16 @@ def file_sig(*paths: Path | str) -> list:
     return out
 
 
+def cached_result(out: Path, name: str, params: dict) -> dict | None:
+    """The result of stage ``name`` if ``out/name/done.json`` records these params, else None (nothing runs)."""
+    marker = Path(out) / name / "done.json"
+    if marker.exists():
+        saved = json.loads(marker.read_text())
+        if saved.get("key") == digest(params):
+            return saved["result"]
+    return None
+
+
 def run_stage(out: Path, name: str, params: dict, fn: Callable[[Path], dict], force: bool = False) -> dict:
     """Run ``fn(out / name) -> result`` unless ``out/name/done.json`` records the same params."""
     d = Path(out) / name

@@ -38,7 +38,7 @@ from typing import Any
 
 from xlpe.errors import ConfigError
 from xlpe.evaluate.bleu import tokenized_by_design
-from xlpe.experiments.cache import file_sig, run_stage
+from xlpe.experiments.cache import cached_result, file_sig, run_stage
 from xlpe.experiments.nmt_runs import STOPS, decode_cost_stage, measure_cost, run_grid
 from xlpe.experiments.recipe import PreorderSettings, RecipeConfig, RecipeExperiment
 from xlpe.experiments.stages import align_stage, dpe_stage, preorder_stage, read_text
@@ -266,19 +266,29 @@ def _probe(out: Path, runs: dict, spm: str, test_src: str, test_targets: str) ->
     for name, r in runs.items():
         if "dpe" not in r["pe"]:
             continue
+        from xlpe.experiments.archive import checkpoint_signature
         from xlpe.nn.checkpoint import latest_checkpoint
-        ck = latest_checkpoint(out / "runs" / name / "train")
-        if ck is None:
-            log.warning("no checkpoint in %s: not probed", out / "runs" / name / "train")
+        train_dir = out / "runs" / name / "train"
+        sig = checkpoint_signature(train_dir)
+        if sig is None:
+            log.warning("no checkpoint in %s: not probed", train_dir)
             continue
+        ck = latest_checkpoint(train_dir) if train_dir.is_dir() else None
 
         def fn(d: Path, ck=ck) -> dict:
             from xlpe.infer.dpe_probe import dpe_order_quality
             from xlpe.nn.checkpoint import load_model
             model, _, (sw, _) = load_model(ck)
             return dpe_order_quality(model, sw, read_text(test_src), test_targets)
-        res[name] = run_stage(out / "probe", name.replace("/", "-"),
-                              {"probe": 2, "checkpoint": file_sig(ck), "test": file_sig(test_src, test_targets, spm)}, fn)
+        params = {"probe": 2, "checkpoint": sig, "test": file_sig(test_src, test_targets, spm)}
+        if ck is None:                  # restored from an archive without checkpoints: the recorded probe or none
+            cached = cached_result(out / "probe", name.replace("/", "-"), params)
+            if cached is None:
+                log.warning("%s: checkpoint archived away and no probe of it recorded: not probed", train_dir)
+            else:
+                res[name] = cached
+            continue
+        res[name] = run_stage(out / "probe", name.replace("/", "-"), params, fn)
     return res
 
 

@@ -172,7 +172,22 @@ def run_grid(out: Path, systems: dict[str, dict], seeds: list[int], *, key: dict
             keys.append(f"{name}/seed{seed}")
     log.info("%d runs (%d systems x %d seeds), %d at a time", len(tasks), len(systems), len(seeds), jobs)
     # each run's dev validations, read from its log (so cached runs have them too)
-    return {k: {**r, "dev_curve": dev_curve(out / k / "train")} for k, r in zip(keys, run_stages(tasks, jobs))}
+    return {k: {**_here(r, out / k), "dev_curve": dev_curve(out / k / "train")}
+            for k, r in zip(keys, run_stages(tasks, jobs))}
+
+
+def _here(result: dict, run_dir: Path) -> dict:
+    """A run's result with its output files (translations, attention alignments) named where the run is now: a
+    cached result records the paths of the folder it ran in, which may have moved or been restored elsewhere."""
+    import copy
+    r = copy.deepcopy(result)
+    files = [t for t in r.get("tests", {}).values()] + [a for a in [r.get("attention_alignment")] if a] + \
+        list((r.get("attention_alignment_more") or {}).values())
+    for entry in files:
+        for k in ("hyp", "file"):
+            if entry.get(k) and (run_dir / Path(entry[k]).name).exists():
+                entry[k] = str(run_dir / Path(entry[k]).name)
+    return r
 
 
 def _overridden(common: dict, ro: dict) -> dict:
@@ -263,22 +278,34 @@ def decode_cost_stage(out: Path, names: list[str], seed: int, *, src: str, chann
                       lenpen: float, threads: int, rounds: int, sentences: int = 200) -> dict:
     """:func:`measure_decode_cost` of the seed-``seed`` models of ``names`` (the first is the reference), found in
     ``out/runs/<name>/seed<seed>/train``, as the cached stage ``decode-cost``; systems without a trained model
-    are left out (with a warning)."""
-    from xlpe.experiments.cache import file_sig, run_stage
+    are left out (with a warning). Models whose checkpoints an archive left out (:mod:`xlpe.experiments.archive`)
+    count by their recorded signatures: their cached measurement is used, and none is made without them."""
+    from xlpe.experiments.archive import checkpoint_signature
+    from xlpe.experiments.cache import cached_result, file_sig, run_stage
     from xlpe.nn.checkpoint import latest_checkpoint
 
-    cks = {}
+    cks, sigs = {}, {}
     for n in names:
-        ck = latest_checkpoint(Path(out) / "runs" / n / f"seed{seed}" / "train")
-        if ck is None:
+        train_dir = Path(out) / "runs" / n / f"seed{seed}" / "train"
+        sig = checkpoint_signature(train_dir)
+        if sig is None:
             log.warning("decode cost: no trained model of %s (seed %d); left out", n, seed)
-        else:
+            continue
+        sigs[n] = sig
+        ck = latest_checkpoint(train_dir) if train_dir.is_dir() else None
+        if ck is not None:
             cks[n] = str(ck)
-    if len(cks) < 2 or names[0] not in cks:
+    if len(sigs) < 2 or names[0] not in sigs:
         return {}
-    params = {"checkpoints": {n: file_sig(c) for n, c in cks.items()}, "src": file_sig(src), "beam": beam,
+    params = {"checkpoints": sigs, "src": file_sig(src), "beam": beam,
               "lenpen": lenpen, "threads": threads, "rounds": rounds, "sentences": sentences,
               "channels": {k: file_sig(v.split(":", 1)[-1]) for k, v in channels.items()}}
+    if len(cks) < len(sigs):                # restored from an archive: the recorded measurement or none
+        cached = cached_result(Path(out), "decode-cost", params)
+        if cached is None:
+            log.warning("decode cost: the checkpoints of %s were archived away and no measurement of them is "
+                        "recorded; left out", ", ".join(sorted(set(sigs) - set(cks))))
+        return cached or {}
     return run_stage(Path(out), "decode-cost", params, lambda d: measure_decode_cost(
         cks, src=src, channels=channels, beam=beam, lenpen=lenpen, threads=threads, rounds=rounds,
         sentences=sentences))

@@ -10,8 +10,8 @@ translates and scores its own test sets as usual.
 change only speed, logging or where files go (:data:`NOT_TRAINING`), an option the run predates counting as
 the value it ran with (:data:`xlpe.train.config.PRE_OPTION_VALUES`); and every data option, with each input file
 (bitext, dev set, subword model, channel files) by its content, not its path. The code version is not compared:
-reuse runs made by the same xlpe version. A candidate counts only when its folder marks the run finished and its
-training log reached its budget.
+reuse runs made by the same xlpe version. A candidate counts only when its folder marks the run finished, its
+training log reached its budget and its checkpoints are there (a run restored from an archive has none).
 """
 
 from __future__ import annotations
@@ -90,8 +90,8 @@ def find_reusable(mcfg, tcfg, dcfg, folders: list[str | os.PathLike]) -> Path | 
                 first = json.loads(run_json.read_text())[0]
             except (ValueError, IndexError, KeyError):
                 continue
-            if not _finished(run_json.parent.parent, first.get("train", {})):
-                continue
+            if not _finished(run_json.parent.parent, first.get("train", {})) or not any(run_json.parent.glob("*.pt")):
+                continue                # unfinished, or restored from an archive without its checkpoints
             if training_signature(first["model"], first["train"], first["data"]) == mine:
                 return run_json.parent
     return None
