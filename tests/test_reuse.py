@@ -78,6 +78,7 @@ def test_restored_runs_are_finished_but_not_adopted(tmp_path):
     assert not list((a2 / "runs").rglob("*.pt"))                           # nothing trained
     res_a, res_a2 = (json.loads((d / "results.json").read_text())["results"] for d in (a, a2))
     assert res_a2["summary"] == res_a["summary"] and res_a2["probe"] == res_a["probe"] != {}
+    assert "tau" in runs_a["dpe/seed1"]["probe"] and "probe" not in runs_a["baseline/seed1"]   # made with the run
     b, runs_b = _run(tmp_path, "b", f"experiment.reuse_runs=['{a2}']")
     assert "reused" not in runs_b["baseline/seed1"]
     assert list((b / "runs" / "baseline" / "seed1" / "train").glob("*.pt"))  # trained here

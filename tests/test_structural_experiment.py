@@ -80,6 +80,8 @@ def test_structural_recipe_end_to_end(tmp_path, capsys):
     assert not list(arch.rglob("*.pt")) and (arch / "runs" / "abs-seq" / "seed1.tar.xz").is_file()
     assert main(["experiment", "archive", str(out), "--to", str(arch)]) == 0
     assert " 0 stages written" in capsys.readouterr().out                                     # nothing changed
+    import shutil
+    shutil.rmtree(out)                                                  # "another machine": the old folder is gone
     assert main(["experiment", "restore", str(arch), "--into", str(moved)]) == 0
     assert main(["experiment", "structural-pe", "--config", str(cfg), "--out", str(moved)]) == 0
     assert not list((moved / "runs").rglob("*.pt"))                                            # nothing trained

@@ -15,7 +15,8 @@ a stage whose key has not changed is not written again, so the archive of a fold
 files. Links between stages (``dpe/seed1`` to a λ-sweep run) are kept in the manifest.
 
 **Restore.** Every archived stage goes back where it was, unless OUT already holds a stage there (that one is kept
-and reported). Run ``restore`` before the recipe: its stages are then cached, so it trains only what the archive
+and reported). The files a stage's result names (its translations, the alignment file a later stage reads) are
+archived relative to the folder and restored under OUT, wherever that is. Run ``restore`` before the recipe: its stages are then cached, so it trains only what the archive
 lacks. A restored run has no checkpoint: it is finished for its recipe (report, tables and significance tests read
 its translations and logs), but it cannot be trained further or adopted by another recipe (``reuse_runs``).
 
@@ -127,6 +128,11 @@ def archive_folder(out: str | os.PathLike, to: str | os.PathLike, max_file_mb: f
         with atomic_write(target, "wb", encoding=None) as f:
             with tarfile.open(fileobj=f, mode="w:xz") as tar:
                 for p in kept:
+                    if p == d / "done.json":            # its result names files of the folder: made relative
+                        marker = json.loads(p.read_text())
+                        marker["result"] = _paths(marker.get("result"), lambda x: _to_marker(x, root))
+                        _add_bytes(tar, "done.json", json.dumps(marker, indent=2).encode())
+                        continue
                     tar.add(p, arcname=p.relative_to(d).as_posix(), filter=_plain)
                 if ckpt_sigs:
                     _add_bytes(tar, CHECKPOINTS_FILE, json.dumps(ckpt_sigs, indent=1).encode())
@@ -139,6 +145,37 @@ def archive_folder(out: str | os.PathLike, to: str | os.PathLike, max_file_mb: f
     with atomic_write(manifest_path) as f:
         json.dump(manifest, f, indent=1, sort_keys=True)
     return report
+
+
+#: how an archived stage result names a file of the archived folder (made absolute again by the restore)
+PATH_MARKER = "{archived folder}/"
+
+
+def _paths(obj: Any, fn) -> Any:
+    """``obj`` (JSON) with ``fn`` applied to every string."""
+    if isinstance(obj, str):
+        return fn(obj)
+    if isinstance(obj, list):
+        return [_paths(x, fn) for x in obj]
+    if isinstance(obj, dict):
+        return {k: _paths(v, fn) for k, v in obj.items()}
+    return obj
+
+
+def _to_marker(s: str, root: Path) -> str:
+    """A path (or a ``KIND:path`` channel spec) to a file under ``root`` as ``[KIND:]{archived folder}/<relative>``;
+    any other string unchanged."""
+    kind, _, rest = s.partition(":") if ":" in s and not Path(s).exists() else ("", "", s)
+    if not rest or "\n" in rest:
+        return s
+    p = Path(rest)
+    try:
+        rel = p.resolve().relative_to(root.resolve())
+    except (ValueError, OSError):
+        return s
+    if not p.exists():
+        return s
+    return (f"{kind}:" if kind else "") + PATH_MARKER + rel.as_posix()
 
 
 def _plain(info: tarfile.TarInfo) -> tarfile.TarInfo:
@@ -205,6 +242,13 @@ def restore_folder(src: str | os.PathLike, into: str | os.PathLike) -> dict[str,
             import shutil
             shutil.rmtree(tmp, ignore_errors=True)
             raise ConfigError(f"{archive}: not a readable stage archive ({e})") from None
+        done = tmp / "done.json"
+        if done.is_file():                    # the result's files, named where they are now
+            here = str(root.resolve()) + "/"
+            marker = json.loads(done.read_text())
+            marker["result"] = _paths(marker.get("result"), lambda x: x.replace(PATH_MARKER, here, 1))
+            with atomic_write(done) as f:
+                json.dump(marker, f, indent=2)
         if d.exists():                        # a folder holding only nested stages restored earlier
             for p in tmp.iterdir():
                 p.rename(d / p.name)

@@ -30,6 +30,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 from dataclasses import dataclass, field
@@ -184,7 +185,8 @@ def run_experiment(cfg: DPEConfig, out: str | os.PathLike, only: list[str] | Non
            "channels": {"train": {"dpe_target": file_sig(targets["train"])}},
            "tests": file_sig(p["test_src"], p["test_tgt"])}
     common = dict(model=cfg.model, train_opts=cfg.train, spm=spm, beam=e.beam, lenpen=e.lenpen, threads=e.threads,
-                  tokenized_by_design=bool(cfg.data.builtin), reuse_runs=e.reuse_runs)
+                  tokenized_by_design=bool(cfg.data.builtin), reuse_runs=e.reuse_runs,
+                  probe=functools.partial(_probe_model, p["test_src"], targets["test"], spm))
     grid = dict(train_src=p["train_src"], train_tgt=p["train_tgt"], dev_src=p.get("dev_src") or None,
                 dev_tgt=p.get("dev_tgt") or None, train_channels=channels["train"], dev_channels=channels["dev"],
                 tests={"test": (p["test_src"], p["test_tgt"], channels["test"])})
@@ -206,7 +208,16 @@ def run_experiment(cfg: DPEConfig, out: str | os.PathLike, only: list[str] | Non
                     systems[n] = {**systems[n], **_dpe_run(cfg, best)}
             if "dpe" in systems:
                 _share_sweep_runs(out / "runs", lambda_name(cfg, best), e.lambda_seeds or e.seeds)
-    runs.update(run_grid(out / "runs", systems, e.seeds, key=key, jobs=e.jobs, **grid, **common))
+    # the first seed's runs, the decoding cost of their models, then the other seeds: a table filled on several
+    # machines (xlpe experiment archive) measures the decoding cost while the first seed's checkpoints are there
+    runs.update(run_grid(out / "runs", systems, e.seeds[:1], key=key, jobs=e.jobs, **grid, **common))
+    if e.cost_rounds:
+        names = [n for n in ("baseline", "dpe", "deeper") if n in systems]
+        results["decode_cost"] = decode_cost_stage(out, names, e.seeds[0], src=p["test_src"], channels={},
+                                                   beam=e.beam, lenpen=e.lenpen, threads=e.threads,
+                                                   rounds=e.cost_rounds)
+    if e.seeds[1:]:
+        runs.update(run_grid(out / "runs", systems, e.seeds[1:], key=key, jobs=e.jobs, **grid, **common))
     if "table2" in tables:
         reordered = reordered_stage(out, {s: (p[f"{s}_src"], aligns[s]) for s in ("train", "test")},
                                     unaligned=e.twopass_unaligned)
@@ -218,7 +229,6 @@ def run_experiment(cfg: DPEConfig, out: str | os.PathLike, only: list[str] | Non
     results["runs"] = runs
     results["probe"] = _probe(out, runs, spm, p["test_src"], targets["test"])
     if e.cost_rounds:
-        names = [n for n in ("baseline", "dpe", "deeper") if n in systems]
         cost_systems = {n: (systems[n]["pe"], systems[n].get("pe_options", {}),
                             {k: systems[n][k] for k in ("model", "train") if k in systems[n]}) for n in names}
         params = {"systems": cost_systems, "model": cfg.model, "rounds": e.cost_rounds, "updates": e.cost_updates,
@@ -228,9 +238,6 @@ def run_experiment(cfg: DPEConfig, out: str | os.PathLike, only: list[str] | Non
             d, cost_systems, model=cfg.model, train_opts=cfg.train, spm=spm, train_src=p["train_src"],
             train_tgt=p["train_tgt"], train_channels=channels["train"], threads=e.threads, rounds=e.cost_rounds,
             updates=e.cost_updates, seed=e.base_seed))
-        results["decode_cost"] = decode_cost_stage(out, names, e.seeds[0], src=p["test_src"], channels={},
-                                                   beam=e.beam, lenpen=e.lenpen, threads=e.threads,
-                                                   rounds=e.cost_rounds)
     with tokenized_by_design() if cfg.data.builtin else contextlib.nullcontext():
         results["summary"] = summarise(cfg, results, p)
     from xlpe.experiments.dpe_report import plot, render_report
@@ -260,11 +267,26 @@ def _mean_bleu(runs: dict, name: str, test: str) -> float:
     return sum(xs) / len(xs)
 
 
+def _probe_model(test_src: str, test_targets: str, spm: str, model, subword) -> dict:
+    """:func:`xlpe.infer.dpe_probe.dpe_order_quality` of a DPE model just trained (``run_system``'s ``probe``), with
+    the signature of the test files it read; {} for a model without DPE layers."""
+    if "dpe" not in model.cfg.pe:
+        return {}
+    from xlpe.infer.dpe_probe import dpe_order_quality
+    return {**dpe_order_quality(model, subword, read_text(test_src), test_targets),
+            "test": file_sig(test_src, test_targets, spm)}
+
+
 def _probe(out: Path, runs: dict, spm: str, test_src: str, test_targets: str) -> dict:
-    """:func:`xlpe.infer.dpe_probe.dpe_order_quality` of every DPE run's final model, cached per run."""
+    """:func:`xlpe.infer.dpe_probe.dpe_order_quality` of every DPE run's final model: the probe the run made when it
+    was trained (:func:`_probe_model`), or else one of its checkpoint, cached per run."""
     res = {}
     for name, r in runs.items():
         if "dpe" not in r["pe"]:
+            continue
+        own = r.get("probe")
+        if own and own.get("test") == file_sig(test_src, test_targets, spm):
+            res[name] = {k: v for k, v in own.items() if k != "test"}
             continue
         from xlpe.experiments.archive import checkpoint_signature
         from xlpe.nn.checkpoint import latest_checkpoint

@@ -60,7 +60,7 @@ def run_system(run_dir: Path, *, pe: list[str], pe_options: dict, encoder_free: 
                noise: float = 0.0, noise_unit: str = "indices", gold: dict | None = None,
                more_gold: dict[str, dict] | None = None, attention_layer: int = -2,
                attention_merge: str = "any", tokenized_by_design: bool = False,
-               reuse_runs: list[str] | None = None) -> dict:
+               reuse_runs: list[str] | None = None, probe: Any = None) -> dict:
     """Train one model (resuming from its checkpoints), translate every test set, and score it.
 
     Channels are ``name -> [KIND:]PATH`` specs (:mod:`xlpe.sources`) for the training, dev and test sources;
@@ -71,7 +71,9 @@ def run_system(run_dir: Path, *, pe: list[str], pe_options: dict, encoder_free: 
     same way (``attention_alignment_more``). ``noise`` perturbs the training ``xl`` channel (SPEC §4.8).
     ``tokenized_by_design`` (the built-in pairs) silences sacrebleu's "forgot to detokenize" warning only.
     ``reuse_runs``: recipe folders whose finished runs with the same training this run adopts instead of training
-    (:mod:`xlpe.experiments.reuse`).
+    (:mod:`xlpe.experiments.reuse`). ``probe`` (optional, picklable): ``probe(model, subword_model) -> dict``,
+    a measurement of the trained model kept in the result as ``probe`` when not empty; it runs with the run,
+    while its checkpoint is certainly there (a run restored by :mod:`xlpe.experiments.archive` has none).
     """
     import torch
 
@@ -114,6 +116,11 @@ def run_system(run_dir: Path, *, pe: list[str], pe_options: dict, encoder_free: 
         out["tests"][name] = {"bleu": sc["bleu"].score, "chrf": sc["chrf"].score, "hyp": str(hyp_path),
                               "decode_sent_per_s": round(len(lines) / max(dec_s, 1e-9), 1),
                               "signature": sc["bleu"].signature}
+    if probe is not None:
+        with torch.inference_mode():
+            found = probe(net, sw)
+        if found:
+            out["probe"] = found
     if gold is not None:
         from xlpe.evaluate.aer import corpus_aer
         from xlpe.infer.attention_align import align_from_model
@@ -177,15 +184,16 @@ def run_grid(out: Path, systems: dict[str, dict], seeds: list[int], *, key: dict
 
 
 def _here(result: dict, run_dir: Path) -> dict:
-    """A run's result with its output files (translations, attention alignments) named where the run is now: a
-    cached result records the paths of the folder it ran in, which may have moved or been restored elsewhere."""
+    """A run's result with its output files (translations, attention alignments) named where the run is now when
+    the recorded ones are gone: a cached result records the paths of the folder it ran in, which may have moved or
+    been restored elsewhere."""
     import copy
     r = copy.deepcopy(result)
     files = [t for t in r.get("tests", {}).values()] + [a for a in [r.get("attention_alignment")] if a] + \
         list((r.get("attention_alignment_more") or {}).values())
     for entry in files:
         for k in ("hyp", "file"):
-            if entry.get(k) and (run_dir / Path(entry[k]).name).exists():
+            if entry.get(k) and not Path(entry[k]).exists() and (run_dir / Path(entry[k]).name).exists():
                 entry[k] = str(run_dir / Path(entry[k]).name)
     return r
 

@@ -6,7 +6,8 @@
 3. ``runs``: one model per (system, seed), every system with the same data, budget and seeds
    (:func:`xlpe.experiments.nmt_runs.run_grid`); each reads the channels it needs of one set of specs.
 4. ``cost``: training speed (tokens/s) and decoding speed (sentences/s, beam search) of every system relative
-   to the baseline, each in interleaved rounds (optional, ``cost_rounds``).
+   to the baseline, each in interleaved rounds (optional, ``cost_rounds``). The decoding cost reads the first
+   seed's models and runs as soon as they are trained, before the other seeds.
 5. ``report``: Table 1 (the ablation: no PE; abs-stru only; rel-stru only; abs-seq; +abs-stru; +abs-stru
    +rel-stru; abs+rel-seq; +abs-stru; +both) with parameter counts, BLEU mean ± std and seed-aware significance
    against ``abs-seq`` (and against ``abs+rel-seq`` for the rows built on it: the Table 2 analogue), the
@@ -115,14 +116,22 @@ def run_experiment(cfg: StructConfig, out: str | os.PathLike, only: list[str] | 
     runs_ = {n: {"pe": pe_list(n), "pe_options": e.pe_options,
                  **({"orders": {s: ch["xl"] for s, ch in sigs.items() if "xl" in ch}} if n in e.compose else {})}
              for n in systems}
-    results["runs"] = run_grid(
-        out / "runs", runs_, e.seeds, key=key, jobs=e.jobs, model=cfg.model, train_opts=cfg.train, spm=spm,
-        train_src=p["train_src"], train_tgt=p["train_tgt"], dev_src=p.get("dev_src") or None,
-        dev_tgt=p.get("dev_tgt") or None, train_channels=channels["train"], dev_channels=channels.get("dev", {}),
-        tests=tests, beam=e.beam, lenpen=e.lenpen, threads=e.threads,
-        tokenized_by_design=bool(cfg.data.builtin), reuse_runs=e.reuse_runs)
+    grid = dict(key=key, jobs=e.jobs, model=cfg.model, train_opts=cfg.train, spm=spm, train_src=p["train_src"],
+                train_tgt=p["train_tgt"], dev_src=p.get("dev_src") or None, dev_tgt=p.get("dev_tgt") or None,
+                train_channels=channels["train"], dev_channels=channels.get("dev", {}), tests=tests, beam=e.beam,
+                lenpen=e.lenpen, threads=e.threads, tokenized_by_design=bool(cfg.data.builtin),
+                reuse_runs=e.reuse_runs)
+    # the first seed's runs, then the decoding cost of their models, then the other seeds: a table filled on several
+    # machines (xlpe experiment archive) measures the decoding cost while the first seed's checkpoints are there
+    results["runs"] = run_grid(out / "runs", runs_, e.seeds[:1], **grid)
     if e.cost_rounds:
         cost_systems = {n: (pe_list(n), e.pe_options) for n in dict.fromkeys(["abs-seq"] + systems) if n != "none"}
+        results["decode_cost"] = decode_cost_stage(out, list(cost_systems), e.seeds[0], src=p["test_src"],
+                                                   channels=channels["test"], beam=e.beam, lenpen=e.lenpen,
+                                                   threads=e.threads, rounds=e.cost_rounds)
+    if e.seeds[1:]:
+        results["runs"].update(run_grid(out / "runs", runs_, e.seeds[1:], **grid))
+    if e.cost_rounds:
         params = {"systems": cost_systems, "model": cfg.model, "rounds": e.cost_rounds, "updates": e.cost_updates,
                   "train": {k: v for k, v in cfg.train.items() if k not in STOPS}, "threads": e.threads,
                   "files": sigs["train"]}
@@ -130,9 +139,6 @@ def run_experiment(cfg: StructConfig, out: str | os.PathLike, only: list[str] | 
             d, cost_systems, model=cfg.model, train_opts=cfg.train, spm=spm, train_src=p["train_src"],
             train_tgt=p["train_tgt"], train_channels=channels["train"], threads=e.threads, rounds=e.cost_rounds,
             updates=e.cost_updates, seed=e.base_seed))
-        results["decode_cost"] = decode_cost_stage(out, list(cost_systems), e.seeds[0], src=p["test_src"],
-                                                   channels=channels["test"], beam=e.beam, lenpen=e.lenpen,
-                                                   threads=e.threads, rounds=e.cost_rounds)
     refs = {"test": read_text(p["test_tgt"])}
     summary = {}
     for n in systems:
