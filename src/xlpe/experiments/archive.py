@@ -37,6 +37,7 @@ from typing import Any
 
 from xlpe.errors import ConfigError
 from xlpe.experiments.cache import file_sig
+from xlpe.experiments.status import stage_folders
 from xlpe.io.atomic import atomic_write
 
 log = logging.getLogger("xlpe.experiments.archive")
@@ -55,21 +56,6 @@ MANIFEST = "manifest.json"
 
 def _is_stage(d: Path) -> bool:
     return (d / "done.json").is_file() or (d / "started.json").is_file()
-
-
-def _stages(root: Path) -> tuple[list[Path], dict[str, str]]:
-    """The stage folders under ``root`` (stale ones left out) and the links between them (name -> target)."""
-    stages, links = [], {}
-    for cur, dirs, _ in os.walk(root):
-        here = Path(cur)
-        dirs[:] = sorted(x for x in dirs if ".stale-" not in x)
-        for x in list(dirs):
-            if (here / x).is_symlink():
-                dirs.remove(x)
-                links[(here / x).relative_to(root).as_posix()] = os.readlink(here / x)
-        if here != root and _is_stage(here):
-            stages.append(here)
-    return stages, links
 
 
 def _stage_files(d: Path) -> list[Path]:
@@ -101,7 +87,7 @@ def archive_folder(out: str | os.PathLike, to: str | os.PathLike, max_file_mb: f
         raise ConfigError(f"{dest}: the archive must not be inside the folder it archives ({root})")
     manifest_path = dest / MANIFEST
     manifest = _read_manifest(dest) if manifest_path.exists() else {"format": 1, "stages": {}, "links": {}}
-    stages, links = _stages(root)
+    stages, links = stage_folders(root)
     report: dict[str, Any] = {"written": [], "unchanged": [], "left_out": {}, "unfinished": []}
     for d in stages:
         name = d.relative_to(root).as_posix()
@@ -140,7 +126,7 @@ def archive_folder(out: str | os.PathLike, to: str | os.PathLike, max_file_mb: f
                                     "checkpoints_left_out": len(checkpoints), "xlpe": _xlpe_version(),
                                     "archived": time.strftime("%Y-%m-%d", time.gmtime())}
         report["written"].append(name)
-    manifest["links"].update(links)
+    manifest["links"].update({name: os.readlink(link) for name, link in links.items()})
     dest.mkdir(parents=True, exist_ok=True)
     with atomic_write(manifest_path) as f:
         json.dump(manifest, f, indent=1, sort_keys=True)

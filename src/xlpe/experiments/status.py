@@ -52,6 +52,22 @@ def _number(x: Any) -> bool:
         return False
 
 
+def stage_folders(root: Path) -> tuple[list[Path], dict[str, Path]]:
+    """The stage folders under ``root`` (with ``started.json`` or ``done.json``; stale ones left out) and the
+    links between stages (``name -> link``), which are not followed."""
+    stages, links = [], {}
+    for cur, dirs, files in os.walk(root):
+        here = Path(cur)
+        dirs[:] = sorted(x for x in dirs if ".stale-" not in x)
+        for x in list(dirs):
+            if (here / x).is_symlink():
+                dirs.remove(x)
+                links[(here / x).relative_to(root).as_posix()] = here / x
+        if here != root and ("started.json" in files or "done.json" in files):
+            stages.append(here)
+    return stages, links
+
+
 def folder_status(out: str | os.PathLike) -> dict[str, Any]:
     """``{"folder", "stages": [{name, state, ...}], "done", "unfinished", "links", "remaining_seconds"}`` of a
     recipe's output folder; ``state`` is ``done``, ``unfinished`` (started, not finished: running now or
@@ -60,16 +76,10 @@ def folder_status(out: str | os.PathLike) -> dict[str, Any]:
     if not root.is_dir():
         raise ConfigError(f"{root}: no such folder (the --out of an `xlpe experiment` run)")
     stages: list[dict[str, Any]] = []
-    for cur, dirs, files in os.walk(root):
-        here = Path(cur)
-        dirs[:] = sorted(x for x in dirs if ".stale-" not in x)
-        for x in list(dirs):
-            if (here / x).is_symlink():
-                dirs.remove(x)
-                stages.append({"name": (here / x).relative_to(root).as_posix(), "state": "link",
-                               "target": os.path.relpath((here / x).resolve(), root)})
-        if "started.json" not in files and "done.json" not in files:
-            continue
+    dirs, links = stage_folders(root)
+    for name, link in links.items():
+        stages.append({"name": name, "state": "link", "target": os.path.relpath(link.resolve(), root)})
+    for here in dirs:
         name = here.relative_to(root).as_posix()
         done = here / "done.json"
         marker = json.loads((done if done.exists() else here / "started.json").read_text())
