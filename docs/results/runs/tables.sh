@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The long tables of issues 18 and 19, filled over several sittings on machines that may not survive between them
+# (see README.md here). Run from the repository root.
+#   bash docs/results/runs/tables.sh start     restore the archives, then train in the background (log: $RUNS/queue.log)
+#   bash docs/results/runs/tables.sh archive   archive what finished into docs/results/runs/ (then commit it)
+#   bash docs/results/runs/tables.sh status    how far each table has come
+# The recipes run from a worktree at $COMMIT, so that every run of a table is trained by the same code.
+set -euo pipefail
+COMMIT=${COMMIT:-904a2f8}
+RUNS=${RUNS:-$(cd .. && pwd)/runs}
+QUEUE=${QUEUE:-$(cd .. && pwd)/queue}
+HERE=docs/results/runs
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+# name recipe config extra-arguments (in the order they train)
+TABLES=(
+  "struct-multi30k structural-pe examples/structural-pe-multi30k.toml"
+  "dpe-multi30k dpe examples/dpe-multi30k.toml --only table2 table3 table5 xl"
+  "struct-europarl structural-pe examples/structural-pe-europarl.toml --set experiment.reuse_runs=[]"
+  # the baselines: struct-europarl's, when their checkpoints are still on this machine (reuse_runs needs them)
+  "dpe-europarl dpe examples/dpe-europarl.toml --only table3 table5 --set experiment.reuse_runs=['$RUNS/struct-europarl']"
+)
+
+case "${1:-}" in
+  start)
+    [ -d "$QUEUE" ] || git worktree add --detach "$QUEUE" "$COMMIT"
+    [ "$(git -C "$QUEUE" rev-parse --short=7 HEAD)" = "${COMMIT:0:7}" ] || { echo "$QUEUE is not at $COMMIT" >&2; exit 1; }
+    mkdir -p "$RUNS"
+    for t in "${TABLES[@]}"; do
+      set -- $t
+      if [ -f "$HERE/$1/manifest.json" ]; then xlpe experiment restore "$HERE/$1" --into "$RUNS/$1"; fi
+    done
+    (
+      cd "$QUEUE"
+      for t in "${TABLES[@]}"; do
+        set -- $t
+        name=$1 recipe=$2 config=$3; shift 3
+        PYTHONPATH="$QUEUE/src" python -m xlpe.cli experiment "$recipe" --config "$config" --out "$RUNS/$name" "$@" || exit 1
+      done
+    ) >> "$RUNS/queue.log" 2>&1 &
+    echo "training in the background (pid $!); log: $RUNS/queue.log"
+    ;;
+  archive)
+    for t in "${TABLES[@]}"; do
+      set -- $t
+      if [ -d "$RUNS/$1" ]; then xlpe experiment archive "$RUNS/$1" --to "$HERE/$1"; fi
+    done
+    ;;
+  status)
+    for t in "${TABLES[@]}"; do
+      set -- $t
+      if [ -d "$RUNS/$1" ]; then xlpe experiment status "$RUNS/$1" | head -3; fi
+    done
+    ;;
+  *) sed -n 2,7p "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+esac
