@@ -70,6 +70,10 @@ def test_archive_and_restore(folder, tmp_path):
     assert checkpoint_signature(ck.parent) == sig                                                # the live file
     assert checkpoint_signature(moved / "runs" / "half" / "seed1" / "train") is None
     assert restore_folder(arch, moved)["kept"] == ["runs/base/seed1"]                           # never overwritten
+    from xlpe.experiments.status import folder_status, render_status
+    st = {e["name"]: e for e in folder_status(moved)["stages"]}
+    assert st["runs/base/seed1"]["restored"] and "restored" not in st["runs/half/seed1"]
+    assert "| runs/base/seed1 | done (restored, no checkpoint) |" in render_status(folder_status(moved))
 
 
 def test_restored_run_is_not_adopted_by_another_recipe(folder, tmp_path):

@@ -37,7 +37,7 @@ from typing import Any
 
 from xlpe.errors import ConfigError
 from xlpe.experiments.cache import file_sig
-from xlpe.experiments.status import stage_folders
+from xlpe.experiments.status import CHECKPOINTS_FILE, stage_folders
 from xlpe.io.atomic import atomic_write
 
 log = logging.getLogger("xlpe.experiments.archive")
@@ -49,8 +49,6 @@ ARCHIVED_SUFFIXES = frozenset({".json", ".csv", ".jsonl", ".hyp", ".align", ".ta
 CHECKPOINT_SUFFIX = ".pt"
 #: the trainer's data caches (:class:`xlpe.train.config.TrainConfig` ``cache_data``): left out
 CACHE_DIR = "cache"
-#: the file in a restored stage that names the checkpoints its archive left out
-CHECKPOINTS_FILE = "archived_checkpoints.json"
 MANIFEST = "manifest.json"
 
 

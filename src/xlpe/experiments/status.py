@@ -6,7 +6,7 @@ run, a Cross-Align stage) also shows its last logged update and its training tim
 parameters name a budget (``train.max_updates``: the NMT runs; Cross-Align's budget depends on the data, so it is
 not shown) an unfinished run also shows how long the rest will take at its own pace.
 A run the recipe shares with another (a symbolic link, e.g. ``dpe/seed1`` to the λ sweep's run) is listed as that
-link. Nothing is run or written, so it is safe beside a running recipe. Stages the recipe has not reached yet have
+link; a run restored from an archive (:mod:`xlpe.experiments.archive`) is marked, since it has no checkpoint. Nothing is run or written, so it is safe beside a running recipe. Stages the recipe has not reached yet have
 no folder and cannot be listed: the config decides them when the recipe runs.
 """
 
@@ -19,6 +19,9 @@ from typing import Any
 
 from xlpe.errors import ConfigError
 from xlpe.experiments.nmt_runs import log_rows
+
+#: the file in a stage restored by ``xlpe experiment restore`` that names the checkpoints its archive left out
+CHECKPOINTS_FILE = "archived_checkpoints.json"
 
 
 def _train_progress(d: Path, params: dict) -> dict[str, Any]:
@@ -86,6 +89,8 @@ def folder_status(out: str | os.PathLike) -> dict[str, Any]:
         entry: dict[str, Any] = {"name": name, "state": "done" if done.exists() else "unfinished"}
         if done.exists() and "seconds" in marker.get("result", {}):
             entry["seconds"] = marker["result"]["seconds"]
+        if (here / CHECKPOINTS_FILE).exists():
+            entry["restored"] = True
         entry.update(_train_progress(here, marker.get("params") or {}))
         if entry["state"] == "unfinished" and entry.get("budget") and "seconds_per_update" in entry:
             entry["remaining_seconds"] = round(entry["seconds_per_update"] * max(entry["budget"] - entry["update"], 0))
@@ -120,5 +125,6 @@ def render_status(st: dict[str, Any]) -> str:
         took = _hm(e["train_seconds"]) if "train_seconds" in e else (_hm(e["seconds"]) if e.get("seconds", 0) >= 60
                                                                       else "")
         rest = _hm(e["remaining_seconds"]) if "remaining_seconds" in e else ""
-        lines.append(f"| {e['name']} | {e['state']} | {upd} | {took} | {rest} |")
+        state = e["state"] + (" (restored, no checkpoint)" if e.get("restored") else "")
+        lines.append(f"| {e['name']} | {state} | {upd} | {took} | {rest} |")
     return "\n".join(lines) + "\n"
