@@ -68,9 +68,10 @@ def test_training_signature(tmp_path):
     assert training_signature(model, {**train, "adam": "for-loop", "bucket_ties": True}, data) != sig
 
 
-def test_restored_runs_are_finished_but_not_adopted(tmp_path):
+def test_restored_runs_are_finished_and_give_their_results(tmp_path):
     """A folder restored from `xlpe experiment archive` has its runs without checkpoints: its own recipe trains
-    nothing there and reports the same numbers (the DPE probe's included), and no other recipe adopts them."""
+    nothing there and reports the same numbers (the DPE probe's included); another recipe whose runs have the same
+    training and the same evaluation takes their results; one that evaluates otherwise (another beam) trains."""
     a, runs_a = _run(tmp_path, "a")
     assert main(["experiment", "archive", str(a), "--to", str(tmp_path / "arch")]) == 0
     assert main(["experiment", "restore", str(tmp_path / "arch"), "--into", str(tmp_path / "a2")]) == 0
@@ -80,5 +81,13 @@ def test_restored_runs_are_finished_but_not_adopted(tmp_path):
     assert res_a2["summary"] == res_a["summary"] and res_a2["probe"] == res_a["probe"] != {}
     assert "tau" in runs_a["dpe/seed1"]["probe"] and "probe" not in runs_a["baseline/seed1"]   # made with the run
     b, runs_b = _run(tmp_path, "b", f"experiment.reuse_runs=['{a2}']")
-    assert "reused" not in runs_b["baseline/seed1"]
-    assert list((b / "runs" / "baseline" / "seed1" / "train").glob("*.pt"))  # trained here
+    assert not list((b / "runs").rglob("*.pt"))                            # results taken, nothing trained
+    assert set(runs_b) == set(runs_a) >= {"baseline/seed1", "dpe/seed1"}
+    for k in ("baseline/seed1", "dpe/seed1"):
+        assert runs_b[k]["reused"] == str(a2 / "runs" / k / "train") and runs_b[k]["reused_results_only"]
+        assert runs_b[k]["tests"]["test"]["bleu"] == runs_a[k]["tests"]["test"]["bleu"]
+        assert runs_b[k]["tests"]["test"]["hyp"] == str(b / "runs" / k / "test.hyp")
+        assert (b / "runs" / k / "test.hyp").read_text() == (a2 / "runs" / k / "test.hyp").read_text()
+    c, runs_c = _run(tmp_path, "c", f"experiment.reuse_runs=['{a2}']", "experiment.beam=1")
+    assert "reused" not in runs_c["baseline/seed1"]
+    assert list((c / "runs" / "baseline" / "seed1" / "train").glob("*.pt"))  # trained here

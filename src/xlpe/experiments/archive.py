@@ -7,7 +7,7 @@ training than one machine's lifetime (a laptop replaced, a cloud instance recycl
 (``cache/``: the corpus encoded, rebuilt when needed) and the stages nested in it (each archived on its own). The signatures of the checkpoints it leaves out go in as ``archived_checkpoints.json``: the
 stages that read a trained model (the decoding cost, the DPE probe) then find their cached results after a restore
 (:func:`checkpoint_signature`). Only files of the kinds in :data:`ARCHIVED_SUFFIXES` are archived: logs, results,
-translations, alignments, orders, subword and preordering models. A stage that holds anything else (the corpus's own text:
+translations, alignments, orders, DPE targets, subword and preordering models. A stage that holds anything else (the corpus's own text:
 copies of the data, CoNLL-U trees), or a file above ``max_file_mb``, is left out, and it runs again after a restore,
 which is cheap for those stages; the report says which stages were left out and why. Unfinished stages and
 stale ones (``*.stale-*``) are left out too. ``DIR/manifest.json`` lists every archived stage with its cache key;
@@ -42,9 +42,10 @@ from xlpe.io.atomic import atomic_write
 
 log = logging.getLogger("xlpe.experiments.archive")
 
-#: kinds of files an archive holds: results and logs, translations, alignments, orders, subword models
+#: kinds of files an archive holds: results and logs, translations, alignments, orders, DPE targets, subword and
+#: preordering models
 ARCHIVED_SUFFIXES = frozenset({".json", ".csv", ".jsonl", ".hyp", ".align", ".talp", ".order", ".model", ".key",
-                               ".npz"})
+                               ".npz", ".dpe"})
 #: model checkpoints: left out, their signatures kept
 CHECKPOINT_SUFFIX = ".pt"
 #: the trainer's data caches (:class:`xlpe.train.config.TrainConfig` ``cache_data``): left out

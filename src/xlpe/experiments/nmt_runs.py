@@ -91,8 +91,14 @@ def run_system(run_dir: Path, *, pe: list[str], pe_options: dict, encoder_free: 
         dev_tgt=dev_tgt, train_channels=train_channels, dev_channels=dev_channels, threads=threads, noise=noise,
         noise_unit=noise_unit)
     reads = _reads(mcfg)
-    from xlpe.experiments.reuse import maybe_adopt
+    evaluation = evaluation_signature(tests, reads, beam=beam, lenpen=lenpen, gold=gold, more_gold=more_gold,
+                                      attention_layer=attention_layer, attention_merge=attention_merge, probe=probe)
+    from xlpe.experiments.reuse import maybe_adopt, take_results
     reused = maybe_adopt(run_dir / "train", mcfg, tcfg, dcfg, reuse_runs)
+    if reused is None:
+        taken = take_results(run_dir, mcfg, tcfg, dcfg, reuse_runs, evaluation)
+        if taken is not None:
+            return taken
     t0 = time.time()
     res = train(mcfg, tcfg, dcfg)
     train_s = time.time() - t0
@@ -100,7 +106,8 @@ def run_system(run_dir: Path, *, pe: list[str], pe_options: dict, encoder_free: 
     out: dict[str, Any] = {"pe": pe, "pe_options": mcfg.pe_options, "encoder_free": encoder_free, "seed": seed,
                            "threads": threads, "updates": res.step, "stop_reason": res.stop_reason,
                            "params": count_parameters(net), "train_seconds": round(train_s, 1),
-                           "tokens_per_s": _median_tokens_per_s(run_dir / "train"), "tests": {}, **(reused or {})}
+                           "tokens_per_s": _median_tokens_per_s(run_dir / "train"), "tests": {},
+                           "evaluation": evaluation, **(reused or {})}
     for name, (src, ref, channels) in tests.items():
         lines = read_text(src)
         t0 = time.time()
@@ -142,6 +149,41 @@ def run_system(run_dir: Path, *, pe: list[str], pe_options: dict, encoder_free: 
         if more_gold:
             out["attention_alignment_more"] = {k: score(g, k) for k, g in more_gold.items()}
     return out
+
+
+def evaluation_signature(tests: dict, reads: set[str], *, beam: int, lenpen: float, gold: dict | None = None,
+                         more_gold: dict | None = None, attention_layer: int = -2, attention_merge: str = "any",
+                         probe: Any = None) -> str:
+    """A digest of how :func:`run_system` evaluates a trained model: the test sets (source, reference and the
+    channels the model reads, by content), beam and length penalty, the gold sets its attention is scored on (by
+    content) and the probe (function and file arguments by content). Two runs with the same training and this
+    signature give the same results (:func:`xlpe.experiments.reuse.take_results`)."""
+    import functools
+
+    from xlpe.experiments.cache import digest, file_sig
+    from xlpe.sources import split_spec
+
+    def chans(channels: dict | None) -> dict:
+        out = {}
+        for c, v in sorted(_only(channels, reads).items()):
+            path = split_spec(c, str(v))[1]
+            out[c] = file_sig(path) if Path(path).is_file() else str(v)     # a computed channel: its spec
+        return out
+
+    def gold_sig(g: dict) -> dict:
+        return {"src": file_sig(g["src"]), "tgt": file_sig(g["tgt"]), "channels": chans(g.get("channels")),
+                "alignments": digest([[sorted(a.sure), sorted(a.possible)] for a in g["alignments"]])}
+
+    probe_sig = None
+    if probe is not None:
+        f = probe.func if isinstance(probe, functools.partial) else probe
+        probe_sig = [f"{f.__module__}.{f.__qualname__}",
+                     [file_sig(a) if isinstance(a, str) and Path(a).is_file() else str(a)
+                      for a in getattr(probe, "args", ())]]
+    return digest({"tests": {n: [file_sig(src), file_sig(ref), chans(ch)] for n, (src, ref, ch) in sorted(tests.items())},
+                   "beam": beam, "lenpen": lenpen, "gold": gold_sig(gold) if gold else None,
+                   "more_gold": {k: gold_sig(g) for k, g in sorted((more_gold or {}).items())} if gold else None,
+                   "attention": [attention_layer, attention_merge] if gold else None, "probe": probe_sig})
 
 
 def run_grid(out: Path, systems: dict[str, dict], seeds: list[int], *, key: dict, jobs: int = 1,

@@ -10,8 +10,9 @@ translates and scores its own test sets as usual.
 change only speed, logging or where files go (:data:`NOT_TRAINING`), an option the run predates counting as
 the value it ran with (:data:`xlpe.train.config.PRE_OPTION_VALUES`); and every data option, with each input file
 (bitext, dev set, subword model, channel files) by its content, not its path. The code version is not compared:
-reuse runs made by the same xlpe version. A candidate counts only when its folder marks the run finished, its
-training log reached its budget and its checkpoints are there (a run restored from an archive has none).
+reuse runs made by the same xlpe version. A candidate counts only when its folder marks the run finished and its
+training log reached its budget. A run restored from an archive has no checkpoints to adopt: it can still give its
+results to a run whose evaluation is the same too (:func:`take_results`).
 """
 
 from __future__ import annotations
@@ -77,23 +78,62 @@ def _finished(run_dir: Path, train: dict) -> bool:
         return False
 
 
-def find_reusable(mcfg, tcfg, dcfg, folders: list[str | os.PathLike]) -> Path | None:
-    """The ``train/`` folder of a finished run in ``folders`` (``<folder>/runs/<system>/seed<k>``) whose training is
-    this run's; None if there is none."""
+def _same_training(mcfg, tcfg, dcfg, folders: list[str | os.PathLike]):
+    """The ``train/`` folders of the finished runs in ``folders`` (``<folder>/runs/<system>/seed<k>``) whose training
+    is this run's, in folder order."""
     model, train, data = _config_dicts(mcfg, tcfg, dcfg)
     mine = training_signature(model, train, data)
     if mine is None:
-        return None
+        return
     for folder in folders:
         for run_json in sorted(Path(folder).glob(f"runs/*/seed{train['seed']}/train/run.json")):
             try:
                 first = json.loads(run_json.read_text())[0]
             except (ValueError, IndexError, KeyError):
                 continue
-            if not _finished(run_json.parent.parent, first.get("train", {})) or not any(run_json.parent.glob("*.pt")):
-                continue                # unfinished, or restored from an archive without its checkpoints
+            if not _finished(run_json.parent.parent, first.get("train", {})):
+                continue
             if training_signature(first["model"], first["train"], first["data"]) == mine:
-                return run_json.parent
+                yield run_json.parent
+
+
+def find_reusable(mcfg, tcfg, dcfg, folders: list[str | os.PathLike]) -> Path | None:
+    """The ``train/`` folder of a finished run in ``folders`` whose training is this run's and whose checkpoints are
+    there (a run restored from an archive has none); None if there is none."""
+    return next((d for d in _same_training(mcfg, tcfg, dcfg, folders) if any(d.glob("*.pt"))), None)
+
+
+def take_results(run_dir: Path, mcfg, tcfg, dcfg, folders: list[str | os.PathLike] | None,
+                 evaluation: str) -> dict[str, Any] | None:
+    """Before a run trains, when no run with checkpoints can be adopted (:func:`maybe_adopt`): a finished run in
+    ``folders`` with the same training *and* the same evaluation (``evaluation``: the digest of the test sets, their
+    channels, the decoding and the measurements, which :func:`xlpe.experiments.nmt_runs.run_system` records in every
+    result) gives its results instead: its translations, alignments and logs are copied into ``run_dir`` and its
+    result is returned with its files named there and ``reused`` set. This is how a run restored from an archive
+    (no checkpoints, :mod:`xlpe.experiments.archive`) serves another recipe; None if there is no such run."""
+    train_dir = run_dir / "train"
+    if not folders or (train_dir.exists() and any(train_dir.iterdir())):
+        return None
+    for src in _same_training(mcfg, tcfg, dcfg, folders):
+        source = src.parent
+        result = json.loads((source / "done.json").read_text()).get("result", {})
+        if result.get("evaluation") != evaluation:
+            continue
+        for f in sorted(source.rglob("*")):
+            rel = f.relative_to(source)
+            if (not f.is_file() or f.suffix == ".pt" or rel.parts[0] in ("done.json", "started.json")
+                    or "cache" in rel.parts[:-1] or f.name.startswith(".")):
+                continue
+            (run_dir / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(f, run_dir / rel)
+        for entry in [*result.get("tests", {}).values(), result.get("attention_alignment") or {},
+                      *(result.get("attention_alignment_more") or {}).values()]:
+            for k in ("hyp", "file"):
+                if entry.get(k):
+                    entry[k] = str(run_dir / Path(entry[k]).name)
+        log.info("%s: the results of %s (same training and evaluation; its checkpoints are not there), not trained "
+                 "again", run_dir, source)
+        return {**result, "reused": str(src), "reused_results_only": True}
     return None
 
 
