@@ -30,7 +30,6 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import os
 from dataclasses import dataclass, field
@@ -186,7 +185,7 @@ def run_experiment(cfg: DPEConfig, out: str | os.PathLike, only: list[str] | Non
            "tests": file_sig(p["test_src"], p["test_tgt"])}
     common = dict(model=cfg.model, train_opts=cfg.train, spm=spm, beam=e.beam, lenpen=e.lenpen, threads=e.threads,
                   tokenized_by_design=bool(cfg.data.builtin), reuse_runs=e.reuse_runs,
-                  probe=functools.partial(_probe_model, p["test_src"], targets["test"], spm))
+                  probe=DPEProbe(p["test_src"], targets["test"], spm))
     grid = dict(train_src=p["train_src"], train_tgt=p["train_tgt"], dev_src=p.get("dev_src") or None,
                 dev_tgt=p.get("dev_tgt") or None, train_channels=channels["train"], dev_channels=channels["dev"],
                 tests={"test": (p["test_src"], p["test_tgt"], channels["test"])})
@@ -267,19 +266,29 @@ def _mean_bleu(runs: dict, name: str, test: str) -> float:
     return sum(xs) / len(xs)
 
 
-def _probe_model(test_src: str, test_targets: str, spm: str, model, subword) -> dict:
+@dataclass(frozen=True)
+class DPEProbe:
     """:func:`xlpe.infer.dpe_probe.dpe_order_quality` of a DPE model just trained (``run_system``'s ``probe``), with
-    the signature of the test files it read; {} for a model without DPE layers."""
-    if "dpe" not in model.cfg.pe:
-        return {}
-    from xlpe.infer.dpe_probe import dpe_order_quality
-    return {**dpe_order_quality(model, subword, read_text(test_src), test_targets),
-            "test": file_sig(test_src, test_targets, spm)}
+    the signature of the test files it read; it applies to models with DPE layers only."""
+    test_src: str
+    test_targets: str
+    spm: str
+
+    def applies(self, model_config) -> bool:
+        return "dpe" in model_config.pe
+
+    def signature(self) -> list:
+        return ["dpe-probe", file_sig(self.test_src, self.test_targets, self.spm)]
+
+    def __call__(self, model, subword) -> dict:
+        from xlpe.infer.dpe_probe import dpe_order_quality
+        return {**dpe_order_quality(model, subword, read_text(self.test_src), self.test_targets),
+                "test": file_sig(self.test_src, self.test_targets, self.spm)}
 
 
 def _probe(out: Path, runs: dict, spm: str, test_src: str, test_targets: str) -> dict:
     """:func:`xlpe.infer.dpe_probe.dpe_order_quality` of every DPE run's final model: the probe the run made when it
-    was trained (:func:`_probe_model`), or else one of its checkpoint, cached per run."""
+    was trained (:class:`DPEProbe`), or else one of its checkpoint, cached per run."""
     res = {}
     for name, r in runs.items():
         if "dpe" not in r["pe"]:

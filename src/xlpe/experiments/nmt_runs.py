@@ -71,9 +71,10 @@ def run_system(run_dir: Path, *, pe: list[str], pe_options: dict, encoder_free: 
     same way (``attention_alignment_more``). ``noise`` perturbs the training ``xl`` channel (SPEC §4.8).
     ``tokenized_by_design`` (the built-in pairs) silences sacrebleu's "forgot to detokenize" warning only.
     ``reuse_runs``: recipe folders whose finished runs with the same training this run adopts instead of training
-    (:mod:`xlpe.experiments.reuse`). ``probe`` (optional, picklable): ``probe(model, subword_model) -> dict``,
-    a measurement of the trained model kept in the result as ``probe`` when not empty; it runs with the run,
-    while its checkpoint is certainly there (a run restored by :mod:`xlpe.experiments.archive` has none).
+    (:mod:`xlpe.experiments.reuse`). ``probe`` (optional, picklable): a measurement of the trained model with
+    ``applies(model_config) -> bool``, ``signature() -> JSON`` (what it reads, by content) and ``probe(model,
+    subword_model) -> dict``, kept in the result as ``probe``. It runs with the run, while the checkpoint is
+    certainly there (a run restored by :mod:`xlpe.experiments.archive` has none); e.g. :class:`xlpe.experiments.dpe.DPEProbe`.
     """
     import torch
 
@@ -91,6 +92,8 @@ def run_system(run_dir: Path, *, pe: list[str], pe_options: dict, encoder_free: 
         dev_tgt=dev_tgt, train_channels=train_channels, dev_channels=dev_channels, threads=threads, noise=noise,
         noise_unit=noise_unit)
     reads = _reads(mcfg)
+    if probe is not None and not probe.applies(mcfg):
+        probe = None
     evaluation = evaluation_signature(tests, reads, beam=beam, lenpen=lenpen, gold=gold, more_gold=more_gold,
                                       attention_layer=attention_layer, attention_merge=attention_merge, probe=probe)
     from xlpe.experiments.reuse import maybe_adopt, take_results
@@ -156,10 +159,8 @@ def evaluation_signature(tests: dict, reads: set[str], *, beam: int, lenpen: flo
                          probe: Any = None) -> str:
     """A digest of how :func:`run_system` evaluates a trained model: the test sets (source, reference and the
     channels the model reads, by content), beam and length penalty, the gold sets its attention is scored on (by
-    content) and the probe (function and file arguments by content). Two runs with the same training and this
+    content) and the probe that applies to the model (its ``signature()``). Two runs with the same training and this
     signature give the same results (:func:`xlpe.experiments.reuse.take_results`)."""
-    import functools
-
     from xlpe.experiments.cache import digest, file_sig
     from xlpe.sources import split_spec
 
@@ -174,12 +175,7 @@ def evaluation_signature(tests: dict, reads: set[str], *, beam: int, lenpen: flo
         return {"src": file_sig(g["src"]), "tgt": file_sig(g["tgt"]), "channels": chans(g.get("channels")),
                 "alignments": digest([[sorted(a.sure), sorted(a.possible)] for a in g["alignments"]])}
 
-    probe_sig = None
-    if probe is not None:
-        f = probe.func if isinstance(probe, functools.partial) else probe
-        probe_sig = [f"{f.__module__}.{f.__qualname__}",
-                     [file_sig(a) if isinstance(a, str) and Path(a).is_file() else str(a)
-                      for a in getattr(probe, "args", ())]]
+    probe_sig = probe.signature() if probe is not None else None
     return digest({"tests": {n: [file_sig(src), file_sig(ref), chans(ch)] for n, (src, ref, ch) in sorted(tests.items())},
                    "beam": beam, "lenpen": lenpen, "gold": gold_sig(gold) if gold else None,
                    "more_gold": {k: gold_sig(g) for k, g in sorted((more_gold or {}).items())} if gold else None,
