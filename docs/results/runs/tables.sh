@@ -6,7 +6,7 @@
 #   bash docs/results/runs/tables.sh status    how far each table has come
 # The recipes run from a worktree at $COMMIT, so that every run of a table is trained by the same code.
 set -euo pipefail
-COMMIT=${COMMIT:-904a2f8}
+COMMIT=${COMMIT:-8b4165d}
 RUNS=${RUNS:-$(cd .. && pwd)/runs}
 QUEUE=${QUEUE:-$(cd .. && pwd)/queue}
 HERE=docs/results/runs
