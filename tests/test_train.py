@@ -114,7 +114,7 @@ def test_projected_loss_of_a_target_far_below_the_maximum():
 def test_projected_loss_equals_projection_then_loss(eps, monkeypatch):
     """The fused output projection + loss (row blocks, padding rows skipped, gradients computed in the forward)
     equals ``hidden @ W.T`` followed by the plain loss: values and gradients for hidden and W, in one block and
-    in many, with the gradient products over one or several buffers; pad rows get no gradient; the NLL is for logging only; no gradient is computed without grad mode;
+    in many, with the bf16 gradient products over one or several buffers; pad rows get no gradient; the NLL is for logging only; no gradient is computed without grad mode;
     a second backward is refused."""
     import xlpe.train.losses as losses
     torch.manual_seed(2)
@@ -137,6 +137,18 @@ def test_projected_loss_equals_projection_then_loss(eps, monkeypatch):
         torch.testing.assert_close(h1.grad, h2.grad, rtol=1e-5, atol=1e-6)
         torch.testing.assert_close(w1.grad, w2.grad, rtol=1e-5, atol=1e-6)
         assert not h1.grad[2, 2:].any()
+    # bf16 (the bf16-pure model): the block gradients are rounded into buffers (float32 uses each block directly)
+    for block, grad_bytes in ((1 << 21, 1 << 26), (29 * 3, 1), (29 * 3, 29 * 3 * 2 * 2)):
+        monkeypatch.setattr(losses, "_PROJ_BLOCK", block)
+        monkeypatch.setattr(losses, "_GRAD_BYTES", grad_bytes)
+        hb = h2.detach().bfloat16().requires_grad_(True)
+        wb = w2.detach().bfloat16().requires_grad_(True)
+        loss, nll = projected_label_smoothed_nll(hb, wb, target, eps, ignore_index=0)
+        (0.7 * loss).backward()
+        assert loss.item() == pytest.approx(rl.item(), rel=2e-2)
+        torch.testing.assert_close(hb.grad.float(), h2.grad, rtol=5e-2, atol=2e-2)
+        torch.testing.assert_close(wb.grad.float(), w2.grad, rtol=5e-2, atol=2e-2)
+        assert hb.grad.dtype == torch.bfloat16 and not hb.grad[2, 2:].any()
     calls = []
     monkeypatch.setattr(losses.torch.Tensor, "scatter_add_", lambda self, *a: calls.append(1) or self)
     with torch.no_grad():                                            # validation: no gradient work at all

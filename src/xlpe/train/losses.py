@@ -132,14 +132,16 @@ class _ProjectedSmoothedCrossEntropy(torch.autograd.Function):
             wg = wc if gdtype == cdtype else weight.float()
             V = weight.shape[0]
             rows = max(1, _PROJ_BLOCK // V)
-            span = rows * max(1, _GRAD_BYTES // (rows * V * torch.finfo(gdtype).bits // 8))   # rows per buffer
+            # rows per buffer; in float32 the block's softmax already is its gradient block: no buffer, no copy
+            span = rows if gdtype == torch.float32 else rows * max(1, _GRAD_BYTES // (rows * V * gdtype.itemsize))
             loss = h.new_zeros((), dtype=torch.float32)
             nll_total = loss.clone()
             dh = torch.empty(hs.shape, dtype=torch.float32, device=h.device) if want and ctx.needs_input_grad[0] else None
             want_dw, dw = want and ctx.needs_input_grad[1], None
             for s0 in range(0, len(ts), span):
                 e0 = min(s0 + span, len(ts))
-                grads = torch.empty((e0 - s0, V), dtype=gdtype, device=h.device) if want else None
+                grads = (torch.empty((e0 - s0, V), dtype=gdtype, device=h.device)
+                         if want and gdtype != torch.float32 else None)
                 for s in range(s0, e0, rows):
                     hb, tb = hs[s:min(s + rows, e0)], ts[s:min(s + rows, e0)]
                     z = (hb @ wc.t()).float()
@@ -154,7 +156,10 @@ class _ProjectedSmoothedCrossEntropy(torch.autograd.Function):
                     if want:
                         g = z.mul_(sumexp.reciprocal_()[:, None]).sub_(epsilon / V)       # the softmax, shifted
                         g.scatter_add_(1, tb[:, None], g.new_full((len(tb), 1), -(1.0 - epsilon)))
-                        grads[s - s0:s - s0 + len(tb)] = g                               # rounded to gdtype
+                        if grads is None:
+                            grads = g                                                     # float32: the block itself
+                        else:
+                            grads[s - s0:s - s0 + len(tb)] = g                           # rounded to gdtype
                 if dh is not None:
                     dh[s0:e0] = grads @ wg
                 if want_dw:
