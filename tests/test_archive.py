@@ -115,3 +115,21 @@ def test_file_size_limit(folder, tmp_path):
     (folder / "runs" / "base" / "seed1" / "test.hyp").write_text("x" * 2000)
     r = archive_folder(folder, tmp_path / "arch", max_file_mb=0.001)
     assert "runs/base/seed1" in r["left_out"] and "above 0.001 MB" in r["left_out"]["runs/base/seed1"]
+
+
+def test_paths_in_results_follow_the_folder(tmp_path, monkeypatch):
+    """A stage result naming files of the folder (absolute, relative to where the recipe ran, or as a channel spec)
+    names them in the restored folder; other strings stay as they were."""
+    out = tmp_path / "work" / "runs" / "x"
+    _stage(out / "align")
+    (out / "align" / "train.align").write_text("0-0\n")
+    result = {"paths": {"abs": str(out / "align" / "train.align"), "rel": "runs/x/align/train.align",
+                        "spec": f"orders:{out / 'align' / 'train.align'}"}, "other": "runs/y/z", "n": 3}
+    (out / "align" / "done.json").write_text(json.dumps({"key": "k1", "params": {}, "result": result}))
+    monkeypatch.chdir(tmp_path)                      # archived from elsewhere than where the recipe ran
+    archive_folder(out, tmp_path / "arch")
+    restore_folder(tmp_path / "arch", tmp_path / "new")
+    got = json.loads((tmp_path / "new" / "align" / "done.json").read_text())["result"]
+    here = str((tmp_path / "new" / "align" / "train.align").resolve())
+    assert got["paths"] == {"abs": here, "rel": here, "spec": f"orders:{here}"}
+    assert got["other"] == "runs/y/z" and got["n"] == 3

@@ -154,11 +154,20 @@ def _to_marker(s: str, root: Path) -> str:
     if not rest or "\n" in rest:
         return s
     p = Path(rest)
+    rel = None
     try:
-        rel = p.resolve().relative_to(root.resolve())
+        if p.exists():
+            rel = p.resolve().relative_to(root.resolve())
     except (ValueError, OSError):
-        return s
-    if not p.exists():
+        pass
+    if rel is None and not p.is_absolute():
+        # a path relative to where the recipe ran (``--out runs/x``): the part after the folder's own name
+        parts = p.parts
+        for i in (i for i, x in enumerate(parts) if x == root.name):
+            if parts[i + 1:] and (root / Path(*parts[i + 1:])).exists():
+                rel = Path(*parts[i + 1:])
+                break
+    if rel is None:
         return s
     return (f"{kind}:" if kind else "") + PATH_MARKER + rel.as_posix()
 
