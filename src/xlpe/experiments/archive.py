@@ -4,21 +4,24 @@ training than one machine's lifetime (a laptop replaced, a cloud instance recycl
 
 **Archive.** Every finished stage of OUT (a folder with ``done.json``, :mod:`xlpe.experiments.cache`) becomes
 ``DIR/<stage>.tar.xz`` with every file of the stage except checkpoints (``*.pt``), the trainer's data caches
-(``cache/``: the corpus encoded, rebuilt when needed) and the stages nested in it (each archived on its own). The signatures of the checkpoints it leaves out go in as ``archived_checkpoints.json``: the
-stages that read a trained model (the decoding cost, the DPE probe) then find their cached results after a restore
-(:func:`checkpoint_signature`). Only files of the kinds in :data:`ARCHIVED_SUFFIXES` are archived: logs, results,
-translations, alignments, orders, DPE targets, subword and preordering models. A stage that holds anything else (the corpus's own text:
-copies of the data, CoNLL-U trees), or a file above ``max_file_mb``, is left out, and it runs again after a restore,
-which is cheap for those stages; the report says which stages were left out and why. Unfinished stages and
-stale ones (``*.stale-*``) are left out too. ``DIR/manifest.json`` lists every archived stage with its cache key;
-a stage whose key has not changed is not written again, so the archive of a folder that grows is updated by adding
-files. Links between stages (``dpe/seed1`` to a λ-sweep run) are kept in the manifest.
+(``cache/``: the corpus encoded, rebuilt when needed) and the stages nested in it (each archived on its own). The
+signatures of the checkpoints it leaves out go in as ``archived_checkpoints.json``: the stages that read a trained
+model (the decoding cost, the DPE probe) then find their cached results after a restore (:func:`checkpoint_signature`).
+Only files of the kinds in :data:`ARCHIVED_SUFFIXES` are archived: logs, results, translations, alignments, orders,
+DPE targets, subword and preordering models. A stage that holds anything else (the corpus's own text: copies of the
+data, CoNLL-U trees), or a file above ``max_file_mb``, is left out, and it runs again after a restore, which is cheap
+for those stages; the report says which stages were left out and why. Unfinished stages and stale ones
+(``*.stale-*``) are left out too. ``DIR/manifest.json`` lists every archived stage with its cache key; a stage whose
+key has not changed is not written again, so the archive of a folder that grows is updated by adding files. Links
+between stages (``dpe/seed1`` to a λ-sweep run) are kept in the manifest.
 
 **Restore.** Every archived stage goes back where it was, unless OUT already holds a stage there (that one is kept
 and reported). The files a stage's result names (its translations, the alignment file a later stage reads) are
-archived relative to the folder and restored under OUT, wherever that is. Run ``restore`` before the recipe: its stages are then cached, so it trains only what the archive
-lacks. A restored run has no checkpoint: it is finished for its recipe (report, tables and significance tests read
-its translations and logs), but it cannot be trained further or adopted by another recipe (``reuse_runs``).
+archived relative to the folder and restored under OUT, wherever that is. Run ``restore`` before the recipe: its
+stages are then cached, so it trains only what the archive lacks. A restored run has no checkpoint: it is finished
+for its recipe (report, tables and significance tests read its translations and logs) and gives its results to a run
+of another recipe with the same training and evaluation (``reuse_runs``, :func:`xlpe.experiments.reuse.take_results`),
+but it cannot be trained further.
 
 The cache keys hold the inputs by content (:func:`xlpe.experiments.cache.file_sig`), so a restored stage counts as
 cached only with the same data, options and restored (or identically recomputed) earlier stages. The code version
