@@ -14,6 +14,8 @@ export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 # name recipe config extra-arguments (in the order they train)
 TABLES=(
   "struct-multi30k structural-pe examples/structural-pe-multi30k.toml"
+  # the built-in DPE table again: docs/results/dpe.md's predates session 22's train-only links (~40 min)
+  "dpe-builtin dpe examples/dpe-builtin.toml"
   "dpe-multi30k dpe examples/dpe-multi30k.toml --only table2 table3 table5 xl"
   "struct-europarl structural-pe examples/structural-pe-europarl.toml --set experiment.reuse_runs=[]"
   # the baselines: struct-europarl's, when their checkpoints are still on this machine (reuse_runs needs them)
