@@ -66,7 +66,8 @@ def test_archive_and_restore(folder, tmp_path):
     assert not list(moved.rglob("*.pt")) and not (run / "train" / "cache").exists()
     assert (moved / "runs" / "dpe" / "seed1" / "test.hyp").is_file()                          # the link
     # the checkpoint's signature, recorded: the stages that read the model find their cached results
-    assert checkpoint_signature(run / "train") == sig == checkpoint_signature(moved / "runs" / "dpe" / "seed1" / "train")
+    linked = moved / "runs" / "dpe" / "seed1" / "train"
+    assert checkpoint_signature(run / "train") == sig == checkpoint_signature(linked)
     assert checkpoint_signature(ck.parent) == sig                                                # the live file
     assert checkpoint_signature(moved / "runs" / "half" / "seed1" / "train") is None
     assert restore_folder(arch, moved)["kept"] == ["runs/base/seed1"]                           # never overwritten

@@ -74,7 +74,8 @@ def run_system(run_dir: Path, *, pe: list[str], pe_options: dict, encoder_free: 
     (:mod:`xlpe.experiments.reuse`). ``probe`` (optional, picklable): a measurement of the trained model with
     ``applies(model_config) -> bool``, ``signature() -> JSON`` (what it reads, by content) and ``probe(model,
     subword_model) -> dict``, kept in the result as ``probe``. It runs with the run, while the checkpoint is
-    certainly there (a run restored by :mod:`xlpe.experiments.archive` has none); e.g. :class:`xlpe.experiments.dpe.DPEProbe`.
+    certainly there (a run restored by :mod:`xlpe.experiments.archive` has none); e.g.
+    :class:`xlpe.experiments.dpe.DPEProbe`.
     """
     import torch
 
@@ -176,7 +177,8 @@ def evaluation_signature(tests: dict, reads: set[str], *, beam: int, lenpen: flo
                 "alignments": digest([[sorted(a.sure), sorted(a.possible)] for a in g["alignments"]])}
 
     probe_sig = probe.signature() if probe is not None else None
-    return digest({"tests": {n: [file_sig(src), file_sig(ref), chans(ch)] for n, (src, ref, ch) in sorted(tests.items())},
+    tests_sig = {n: [file_sig(src), file_sig(ref), chans(ch)] for n, (src, ref, ch) in sorted(tests.items())}
+    return digest({"tests": tests_sig,
                    "beam": beam, "lenpen": lenpen, "gold": gold_sig(gold) if gold else None,
                    "more_gold": {k: gold_sig(g) for k, g in sorted((more_gold or {}).items())} if gold else None,
                    "attention": [attention_layer, attention_merge] if gold else None, "probe": probe_sig})

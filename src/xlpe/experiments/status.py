@@ -6,7 +6,8 @@ run, a Cross-Align stage) also shows its last logged update and its training tim
 parameters name a budget (``train.max_updates``: the NMT runs; Cross-Align's budget depends on the data, so it is
 not shown) an unfinished run also shows how long the rest will take at its own pace.
 A run the recipe shares with another (a symbolic link, e.g. ``dpe/seed1`` to the λ sweep's run) is listed as that
-link; a run restored from an archive (:mod:`xlpe.experiments.archive`) is marked, since it has no checkpoint. Nothing is run or written, so it is safe beside a running recipe. Stages the recipe has not reached yet have
+link; a run restored from an archive (:mod:`xlpe.experiments.archive`) is marked, since it has no checkpoint.
+Nothing is run or written, so it is safe beside a running recipe. Stages the recipe has not reached yet have
 no folder and cannot be listed: the config decides them when the recipe runs.
 """
 
