@@ -223,15 +223,20 @@ def run_grid(out: Path, systems: dict[str, dict], seeds: list[int], *, key: dict
             for k, r in zip(keys, run_stages(tasks, jobs))}
 
 
+def output_entries(result: dict) -> list[dict]:
+    """The entries of a run's result that name its output files (``hyp`` of each test, ``file`` of each attention
+    alignment)."""
+    return [*result.get("tests", {}).values(), *[a for a in [result.get("attention_alignment")] if a],
+            *(result.get("attention_alignment_more") or {}).values()]
+
+
 def _here(result: dict, run_dir: Path) -> dict:
     """A run's result with its output files (translations, attention alignments) named where the run is now when
     the recorded ones are gone: a cached result records the paths of the folder it ran in, which may have moved or
     been restored elsewhere."""
     import copy
     r = copy.deepcopy(result)
-    files = [t for t in r.get("tests", {}).values()] + [a for a in [r.get("attention_alignment")] if a] + \
-        list((r.get("attention_alignment_more") or {}).values())
-    for entry in files:
+    for entry in output_entries(r):
         for k in ("hyp", "file"):
             if entry.get(k) and not Path(entry[k]).exists() and (run_dir / Path(entry[k]).name).exists():
                 entry[k] = str(run_dir / Path(entry[k]).name)

@@ -126,8 +126,8 @@ def take_results(run_dir: Path, mcfg, tcfg, dcfg, folders: list[str | os.PathLik
                 continue
             (run_dir / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(f, run_dir / rel)
-        for entry in [*result.get("tests", {}).values(), result.get("attention_alignment") or {},
-                      *(result.get("attention_alignment_more") or {}).values()]:
+        from xlpe.experiments.nmt_runs import output_entries
+        for entry in output_entries(result):
             for k in ("hyp", "file"):
                 if entry.get(k):
                     entry[k] = str(run_dir / Path(entry[k]).name)
