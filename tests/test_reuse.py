@@ -93,52 +93,27 @@ def test_restored_runs_are_finished_and_give_their_results(tmp_path):
     assert list((c / "runs" / "baseline" / "seed1" / "train").glob("*.pt"))  # trained here
 
 
-_SHARED = """
-[data]
-builtin = "sov"
-builtin_sizes = [240, 20, 20]
-[model]
-preset = "tiny"
-d_model = 16
-n_heads = 2
-d_ff = 32
-enc_layers = 1
-dec_layers = 1
-share_embeddings = true
-[train]
-max_updates = 2
-max_tokens = 300
-warmup = 2
-validate_every = 1
-[experiment]
-seeds = [1]
-vocab_size = 300
-beam = 2
-bootstrap_samples = 30
-cost_rounds = 0
-"""
-
 
 def test_dpe_takes_its_baseline_from_structural_pe(tmp_path):
     """The Europarl tables' plan (docs/results/runs/tables.sh): dpe's baseline is structural-pe's abs-seq run (the
     same APE model, data, test set and beam; no gold set, no probe), adopted with its checkpoint on the machine that
     trained it, and as results only after an archive and a restore elsewhere."""
-    def recipe(name, extra, *args):
-        cfg = tmp_path / f"{name}.toml"
-        cfg.write_text(_SHARED + extra)
-        out = tmp_path / name
-        assert main(["experiment", *args[:1], "--config", str(cfg), "--out", str(out), *args[1:]]) == 0
-        return out, json.loads((out / "results.json").read_text())["results"]["runs"]
+    from test_structural_experiment import TINY as STRUCT
 
-    s, runs_s = recipe("s", 'systems = ["abs-seq"]\ncompose = []\n', "structural-pe")
-    dpe = 'lambdas = [0.5]\nxl_systems = []\neflomal_targets_too = false\nreuse_runs = ["{}"]\n'
-    _, runs_d = recipe("d", dpe.format(s), "dpe", "--only", "table3")
+    cfg = tmp_path / "s.toml"
+    cfg.write_text(STRUCT)
+    s = tmp_path / "s"
+    assert main(["experiment", "structural-pe", "--config", str(cfg), "--out", str(s),
+                 "--set", "experiment.systems=['abs-seq']", "--set", "experiment.compose=[]",
+                 "--set", "experiment.pe_options={}", "--set", "experiment.cost_rounds=0"]) == 0
+    runs_s = json.loads((s / "results.json").read_text())["results"]["runs"]
+    _, runs_d = _run(tmp_path, "d", f"experiment.reuse_runs=['{s}']")
     assert runs_d["baseline/seed1"]["reused"] == str(s / "runs" / "abs-seq" / "seed1" / "train")
     assert runs_d["baseline/seed1"]["tests"]["test"]["bleu"] == runs_s["abs-seq/seed1"]["tests"]["test"]["bleu"]
     assert "reused" not in runs_d["dpe/seed1"]
     assert main(["experiment", "archive", str(s), "--to", str(tmp_path / "arch")]) == 0
     assert main(["experiment", "restore", str(tmp_path / "arch"), "--into", str(tmp_path / "s2")]) == 0
-    d2, runs_d2 = recipe("d2", dpe.format(tmp_path / "s2"), "dpe", "--only", "table3")
+    d2, runs_d2 = _run(tmp_path, "d2", f"experiment.reuse_runs=['{tmp_path / 's2'}']")
     assert runs_d2["baseline/seed1"]["reused_results_only"]
     assert runs_d2["baseline/seed1"]["tests"]["test"]["bleu"] == runs_s["abs-seq/seed1"]["tests"]["test"]["bleu"]
     assert not list((d2 / "runs" / "baseline").rglob("*.pt"))
