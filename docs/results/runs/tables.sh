@@ -26,6 +26,9 @@ case "${1:-}" in
   start)
     [ -d "$QUEUE" ] || git worktree add --detach "$QUEUE" "$COMMIT"
     [ "$(git -C "$QUEUE" rev-parse --short=7 HEAD)" = "${COMMIT:0:7}" ] || { echo "$QUEUE is not at $COMMIT" >&2; exit 1; }
+    # the code is $COMMIT's; the tables' configs are this checkout's (a config may gain what the recipe measures beside
+    # the runs, e.g. cost_rounds; a change to anything a run's training or evaluation reads shows as runs training anew)
+    for t in "${TABLES[@]}"; do set -- $t; cp "$3" "$QUEUE/$3"; done
     mkdir -p "$RUNS"
     for t in "${TABLES[@]}"; do
       set -- $t
