@@ -67,3 +67,12 @@ def test_subword_train_encode_decode(tmp_path, capsys):
 def test_error_exit_code_and_message(tmp_path, capsys):
     rc = main(["subword", "encode", "--model", str(tmp_path / "missing.model"), "--input", "-"])
     assert rc == 1 and "missing.model: subword model not found" in capsys.readouterr().err
+
+
+def test_a_closed_pipe_ends_the_command_quietly(tmp_path):
+    """`xlpe ... | head`: when the reader of stdout is gone, the command stops with 141 (SIGPIPE's code), no traceback."""
+    p = subprocess.Popen([sys.executable, "-m", "xlpe.cli", "experiment", "status", str(tmp_path)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.close()                    # before the command writes: it imports for a second or more first
+    err = p.stderr.read().decode()
+    assert p.wait() == 141 and "Traceback" not in err, err

@@ -56,7 +56,7 @@ case "${1:-}" in
   status)
     for t in "${TABLES[@]}"; do
       set -- $t
-      if [ -d "$RUNS/$1" ]; then xlpe experiment status "$RUNS/$1" | head -3; fi
+      if [ -d "$RUNS/$1" ]; then xlpe experiment status "$RUNS/$1" | sed -n 1,3p; fi
     done
     ;;
   *) sed -n 2,7p "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
