@@ -93,7 +93,6 @@ def test_restored_runs_are_finished_and_give_their_results(tmp_path):
     assert list((c / "runs" / "baseline" / "seed1" / "train").glob("*.pt"))  # trained here
 
 
-
 def test_dpe_takes_its_baseline_from_structural_pe(tmp_path):
     """The Europarl tables' plan (docs/results/runs/tables.sh): dpe's baseline is structural-pe's abs-seq run (the
     same APE model, data, test set and beam; no gold set, no probe), adopted with its checkpoint on the machine that

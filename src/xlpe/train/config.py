@@ -129,8 +129,9 @@ class TrainConfig:
     update_freq: int = option(1, "accumulate gradients over this many batches per update")
     bucket: bool = option(True, "batch sentences of similar length together")
     bucket_ties: bool = option(False, "with bucket: sort sentences of the same padded length by source, then target "
-                                      "length (half the padding of each side, about 3 per cent faster per update, but about "
-                                      "0.05 nats worse val NLL after 400 updates over 6 seeds: docs/results/speed.md); "
+                                      "length (half the padding of each side, about 3 per cent faster per "
+                                      "update, but about 0.05 nats worse val NLL after 400 updates over 6 "
+                                      "seeds: docs/results/speed.md); "
                                       "off = random order")
     # stopping
     max_updates: int = option(0, "stop after this many updates (0 = no limit)")
