@@ -5,6 +5,8 @@
 import json
 import shutil
 
+import pytest
+
 from xlpe.cli import main
 from xlpe.experiments.reuse import training_signature
 
@@ -91,6 +93,20 @@ def test_restored_runs_are_finished_and_give_their_results(tmp_path):
     c, runs_c = _run(tmp_path, "c", f"experiment.reuse_runs=['{a2}']", "experiment.beam=1")
     assert "reused" not in runs_c["baseline/seed1"]
     assert list((c / "runs" / "baseline" / "seed1" / "train").glob("*.pt"))  # trained here
+
+
+def test_a_restored_folder_elsewhere_keeps_runs_with_their_own_channels(tmp_path):
+    """A system with channels of its own (DPE on eflomal targets beside DPE on gold ones) is keyed by their content,
+    not their path: restored into another folder, its runs are cached, as every other run is."""
+    pytest.importorskip("eflomal")
+    eff = "experiment.eflomal_targets_too=true"
+    a, runs_a = _run(tmp_path, "a", eff)
+    assert "dpe-eflomal/seed1" in runs_a
+    assert main(["experiment", "archive", str(a), "--to", str(tmp_path / "arch")]) == 0
+    assert main(["experiment", "restore", str(tmp_path / "arch"), "--into", str(tmp_path / "elsewhere")]) == 0
+    b, runs_b = _run(tmp_path, "elsewhere", eff)
+    assert not list((b / "runs").rglob("*.pt"))                            # nothing trained
+    assert runs_b["dpe-eflomal/seed1"]["tests"]["test"]["bleu"] == runs_a["dpe-eflomal/seed1"]["tests"]["test"]["bleu"]
 
 
 def test_dpe_takes_its_baseline_from_structural_pe(tmp_path):

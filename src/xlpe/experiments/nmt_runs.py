@@ -155,6 +155,19 @@ def run_system(run_dir: Path, *, pe: list[str], pe_options: dict, encoder_free: 
     return out
 
 
+def channels_by_content(channels: dict | None) -> dict:
+    """Channel specs (``name -> "kind:path"``) as cache keys see them: a file by its content, so a folder restored
+    or moved elsewhere keeps its cached runs; a computed channel (no file) by its spec."""
+    from xlpe.experiments.cache import file_sig
+    from xlpe.sources import split_spec
+
+    out = {}
+    for c, v in sorted((channels or {}).items()):
+        path = split_spec(c, str(v))[1]
+        out[c] = file_sig(path) if Path(path).is_file() else str(v)
+    return out
+
+
 def evaluation_signature(tests: dict, reads: set[str], *, beam: int, lenpen: float, gold: dict | None = None,
                          more_gold: dict | None = None, attention_layer: int = -2, attention_merge: str = "any",
                          probe: Any = None) -> str:
@@ -163,14 +176,9 @@ def evaluation_signature(tests: dict, reads: set[str], *, beam: int, lenpen: flo
     content) and the probe that applies to the model (its ``signature()``). Two runs with the same training and this
     signature give the same results (:func:`xlpe.experiments.reuse.take_results`)."""
     from xlpe.experiments.cache import digest, file_sig
-    from xlpe.sources import split_spec
 
     def chans(channels: dict | None) -> dict:
-        out = {}
-        for c, v in sorted(_only(channels, reads).items()):
-            path = split_spec(c, str(v))[1]
-            out[c] = file_sig(path) if Path(path).is_file() else str(v)     # a computed channel: its spec
-        return out
+        return channels_by_content(_only(channels, reads))
 
     def gold_sig(g: dict) -> dict:
         return {"src": file_sig(g["src"]), "tgt": file_sig(g["tgt"]), "channels": chans(g.get("channels")),
@@ -208,7 +216,10 @@ def run_grid(out: Path, systems: dict[str, dict], seeds: list[int], *, key: dict
     for seed in seeds:
         for name, ro in systems.items():
             want_gold = gold is not None and name in gold_for
-            params = {"run": ro, "seed": seed, **(system_keys or {}).get(name, key), "gold": want_gold}
+            # a system's own channels (e.g. DPE targets from other links) by content, not by where they are
+            run_key = {**ro, "train_channels": channels_by_content(ro["train_channels"])} if ro.get(
+                "train_channels") else ro
+            params = {"run": run_key, "seed": seed, **(system_keys or {}).get(name, key), "gold": want_gold}
             if not want_gold:
                 params.pop("more_gold", None)
             fn = functools.partial(run_system, pe=ro["pe"], pe_options=ro.get("pe_options", {}),
