@@ -15,6 +15,7 @@ import numpy as np
 
 from xlpe.errors import FormatError, XlpeError
 from xlpe.io.alignments import Alignment
+from xlpe.io.text import open_input
 
 Words = Sequence[str]
 Pair = tuple  # (lineno or index, src words | str, tgt words | str, error | None)
@@ -253,13 +254,7 @@ def line_blocks(path: str | os.PathLike, block: int | None = None) -> Iterator[l
     decoded a block at a time."""
     block = block or BLOCK
     name = os.fspath(path)
-    try:
-        f = open(path, "rb")
-    except FileNotFoundError:
-        raise FormatError("file not found", path) from None
-    except IsADirectoryError:
-        raise FormatError("is a directory", path, expected="a text file") from None
-    with f:
+    with open_input(path) as f:
         lineno = 1
         while True:
             raw = list(itertools.islice(f, block))

@@ -8,6 +8,7 @@ import os
 
 from xlpe.errors import FormatError
 from xlpe.io.atomic import atomic_write
+from xlpe.io.text import open_input
 
 # --- priors ---------------------------------------------------------------------------------------------
 
@@ -71,13 +72,8 @@ class Priors:
         ef = import_eflomal()
         p = cls()
         start = 1
-        try:
-            f = open(path, "r", encoding="utf-8")
-        except FileNotFoundError:
-            raise FormatError("priors file not found", path) from None
-        except IsADirectoryError:
-            raise FormatError("is a directory", path, expected="an eflomal priors file") from None
-        with f:
+        with open_input(path, "r", encoding="utf-8", expected="an eflomal priors file",
+                        missing="priors file not found") as f:
             while True:
                 try:
                     lines = list(itertools.islice(f, batch))

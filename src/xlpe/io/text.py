@@ -19,6 +19,18 @@ def tokenize(line: str) -> list[str]:
     return [t for t in toks if t] if "" in toks else toks   # the filter only when needed (aligner hot path)
 
 
+def open_input(path: str | os.PathLike, mode: str = "rb", *, expected: str = "a text file",
+               missing: str = "file not found", **kwargs):
+    """Open a file for reading; a missing path or a directory raises :class:`FormatError` naming the path
+    (the one place every reader's opening errors are worded)."""
+    try:
+        return open(path, mode, **kwargs)
+    except FileNotFoundError:
+        raise FormatError(missing, path) from None
+    except IsADirectoryError:
+        raise FormatError("is a directory", path, expected=expected) from None
+
+
 def read_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
     """Yield ``(line_number, text)`` with 1-based line numbers and the line ending removed.
 
@@ -32,12 +44,7 @@ def read_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
     if stdin:
         f, close = sys.stdin.buffer, False
     else:
-        try:
-            f, close = open(path, "rb"), True
-        except FileNotFoundError:
-            raise FormatError("file not found", path) from None
-        except IsADirectoryError:
-            raise FormatError("is a directory", path, expected="a text file") from None
+        f, close = open_input(path), True
     try:
         for lineno, raw in enumerate(f, 1):
             try:
@@ -70,13 +77,7 @@ def count_lines(path: str | os.PathLike) -> int:
     """Number of lines in a file (binary scan, fast)."""
     n = 0
     last = b"\n"
-    try:
-        f = open(path, "rb")
-    except FileNotFoundError:
-        raise FormatError("file not found", path) from None
-    except IsADirectoryError:
-        raise FormatError("is a directory", path, expected="a text file") from None
-    with f:
+    with open_input(path) as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             n += chunk.count(b"\n")
             last = chunk[-1:]
