@@ -101,3 +101,50 @@ def test_structural_recipe_end_to_end(tmp_path, capsys):
 def test_bad_configs_fail_early(sets, msg):
     with pytest.raises(ConfigError, match=msg):
         load_config(None, ["data.builtin='sov'", "train.max_updates=3"] + sets)
+
+
+def test_an_extra_test_set_is_translated_by_runs_taken_from_another_folder(tmp_path):
+    """``data.extra_tests`` with given trees: a second folder that adds a test set takes the first folder's trained
+    runs (``reuse_runs``), trains nothing, and scores the extra set; a copy of the test set scores as the test set."""
+    import shutil
+    first = TINY.replace('compose = ["headxl+both-stru"]', "compose = []").replace(
+        'systems = ["abs-seq", "abs-seq+both-stru", "rel-seq", "rel-seq+both-stru"]',
+        'systems = ["abs-seq", "abs-seq+both-stru"]').replace("cost_rounds = 1", "cost_rounds = 0")
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(first)
+    one, two = tmp_path / "one", tmp_path / "two"
+    assert main(["experiment", "structural-pe", "--config", str(cfg), "--out", str(one)]) == 0
+    test = {k: one / "synth" / f"test.{k}" for k in ("src", "tgt", "conllu")}
+    for k, p in test.items():                                       # the test set again, under another name
+        shutil.copy(p, tmp_path / f"again.{k}")
+    extra = f'again = ["{tmp_path}/again.src", "{tmp_path}/again.tgt", "{tmp_path}/again.conllu"]'
+    cfg.write_text(first.replace('builtin_sizes = [240, 20, 20]\n',
+                                 f'builtin_sizes = [240, 20, 20]\nextra_tests = {{ {extra} }}\n')
+                   .replace("[model]", f'reuse_runs = ["{one}"]\n[model]'))
+    assert main(["experiment", "structural-pe", "--config", str(cfg), "--out", str(two)]) == 0
+    a = json.loads((one / "results.json").read_text())["results"]
+    b = json.loads((two / "results.json").read_text())["results"]
+    for run, r in b["runs"].items():
+        assert r["tests"]["test"]["bleu"] == a["runs"][run]["tests"]["test"]["bleu"]     # the same models
+        assert r["tests"]["again"]["bleu"] == r["tests"]["test"]["bleu"]
+        assert (two / "runs" / run / "train" / "train_log.csv").read_text() == (
+            one / "runs" / run / "train" / "train_log.csv").read_text()                  # adopted, not trained
+    assert set(b["summary"]["abs-seq+both-stru"]["tests"]) == {"test", "again"}
+    report = (two / "report.md").read_text()
+    assert "## The same systems on the extra test set `again`" in report and "(again):" in report
+
+
+@pytest.mark.parametrize("extra, msg", [
+    ('{ test = ["a", "b"] }', "not a usable test set name"),
+    ('{ t2 = ["only-one"] }', r"expected \[source, reference\] or \[source, reference, trees\]"),
+    ('{ t2 = ["/no/such.src", "/no/such.tgt"] }', "does not exist"),
+])
+def test_bad_extra_tests_fail_early(extra, msg):
+    with pytest.raises(ConfigError, match=msg):
+        load_config(None, ["data.builtin='sov'", "train.max_updates=3", f"data.extra_tests={extra}"])
+
+
+def test_the_dpe_recipe_refuses_extra_test_sets():
+    from xlpe.experiments.dpe import load_config as dpe_config
+    with pytest.raises(ConfigError, match="translates no extra test set"):
+        dpe_config(None, ["data.builtin='sov'", "train.max_updates=3", 'data.extra_tests={ t2 = ["a", "b"] }'])

@@ -77,6 +77,7 @@ class DPEExperiment(PreorderSettings, RecipeExperiment):
 @dataclass
 class DPEConfig(RecipeConfig):
     EXPERIMENT = DPEExperiment
+    EXTRA_TEST_PARTS = ()           # the tables report one test set (and the DPE probe reads it)
     experiment: DPEExperiment = field(default_factory=DPEExperiment)
 
     def validate(self) -> "DPEConfig":

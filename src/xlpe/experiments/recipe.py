@@ -96,6 +96,9 @@ class RecipeConfig:
     ``experiment`` with that type and extends :meth:`validate`."""
 
     EXPERIMENT: ClassVar[type] = object
+    #: what an entry of ``data.extra_tests`` may hold: ``[source, reference]`` (2) and, for a recipe that reads
+    #: trees, ``[source, reference, trees]`` (3); empty = the recipe translates no extra test set
+    EXTRA_TEST_PARTS: ClassVar[tuple[int, ...]] = (2,)
     data: DataSpec = dataclasses.field(default_factory=DataSpec)
     experiment: Any = None
     model: dict[str, Any] = dataclasses.field(default_factory=lambda: {"preset": "small"})
@@ -117,6 +120,7 @@ class RecipeConfig:
                     raise ConfigError(f"[data] {k} is required unless builtin is set")
                 if not Path(getattr(d, k)).exists():
                     raise ConfigError(f"[data] {k}: {getattr(d, k)} does not exist")
+        self._check_extra_tests()
         tables = {"data": dataclasses.asdict(d), "experiment": dataclasses.asdict(e), "model": self.model,
                   "train": self.train}
         for key in getattr(e, "chosen_on", {}):
@@ -125,6 +129,22 @@ class RecipeConfig:
                 raise ConfigError(f"experiment.chosen_on names {key!r}, which is not a setting of this config "
                                   "(SECTION.KEY, e.g. train.max_updates)")
         return self
+
+    def _check_extra_tests(self) -> None:
+        parts = self.EXTRA_TEST_PARTS
+        shape = " or ".join(("[source, reference]", "[source, reference, trees]")[n - 2] for n in parts)
+        for name, files in self.data.extra_tests.items():
+            if not parts:
+                raise ConfigError(f"[data] extra_tests.{name}: this recipe translates no extra test set; "
+                                  "remove data.extra_tests")
+            if name in ("test", "dev", "train", "gold") or name.startswith("extra-") or not name:
+                raise ConfigError(f"[data] extra_tests: {name!r} is not a usable test set name (it names a split)")
+            if not isinstance(files, (list, tuple)) or len(files) not in parts or not all(
+                    isinstance(f, str) and f for f in files):
+                raise ConfigError(f"[data] extra_tests.{name}: expected {shape}, got {files!r}")
+            for f in files:
+                if not Path(f).exists():
+                    raise ConfigError(f"[data] extra_tests.{name}: {f} does not exist")
 
     @classmethod
     def from_dict(cls, doc: dict[str, Any], source: str = "config"):

@@ -90,7 +90,7 @@ def data_stage(out: Path, d: DataSpec, seed: int = 1) -> dict:
                           "gold_tgt": p["test_tgt"], "gold_align": p["test_align"],
                           **{f"{s}_trees": p[f"{s}_conllu"] for s in SPLITS}},
                 "builtin_align": {s: p[f"{s}_align"] for s in SPLITS},     # the generator's word alignments
-                "gold_base": 0, "gold_reverse": False, "extra_tests": {}, "excluded": 0}
+                "gold_base": 0, "gold_reverse": False, "extra_tests": dict(d.extra_tests), "excluded": 0}
 
     inputs = [d.train_src, d.train_tgt] + [p for p in (d.gold_src, d.gold_tgt) if p]
     params = {"data": dataclasses.asdict(d), "files": file_sig(*inputs)}

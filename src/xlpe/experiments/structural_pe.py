@@ -59,6 +59,7 @@ class StructExperiment(PreorderSettings, RecipeExperiment):
 @dataclass
 class StructConfig(RecipeConfig):
     EXPERIMENT = StructExperiment
+    EXTRA_TEST_PARTS = (2, 3)       # [source, reference] (trees parsed) or [source, reference, trees]
     experiment: StructExperiment = field(default_factory=StructExperiment)
 
     def validate(self) -> "StructConfig":
@@ -79,10 +80,15 @@ def load_config(path: str | None, sets: list[str]) -> StructConfig:
     return StructConfig.load(path, sets)
 
 
-def _trees(cfg: StructConfig, out: Path, p: dict) -> dict[str, str]:
-    """The trees of every split: given, the built-in pair's gold ones, or parsed with spaCy."""
+def _trees(cfg: StructConfig, out: Path, p: dict, extra: dict[str, list[str]]) -> dict[str, str]:
+    """The trees of every split: given, the built-in pair's gold ones, or parsed with spaCy. ``extra``: the
+    config's further test sets (``data.extra_tests``, ``name -> [src, tgt]`` or ``[src, tgt, trees]``), as splits
+    ``extra-<name>``."""
     have = {s: p.get(f"{s}_trees") for s in ("train", "dev", "test") if p.get(f"{s}_src")}
-    missing = {s: p[f"{s}_src"] for s, t in have.items() if not t}
+    have.update({f"extra-{k}": v[2] if len(v) > 2 else None for k, v in extra.items()})
+    src = {**{s: p[f"{s}_src"] for s in ("train", "dev", "test") if p.get(f"{s}_src")},
+           **{f"extra-{k}": v[0] for k, v in extra.items()}}
+    missing = {s: src[s] for s, t in have.items() if not t}
     if missing:
         parsed = parse_stage(out, missing, model=cfg.experiment.parser_model,
                              processes=cfg.experiment.parser_processes)["trees"]
@@ -94,25 +100,31 @@ def run_experiment(cfg: StructConfig, out: str | os.PathLike, only: list[str] | 
     """Run (or resume) the recipe; returns every number (also in ``results.json``) and the report text."""
     out, _, data, spm = cfg.begin(out, only, TABLES)
     e, p = cfg.experiment, data["paths"]
-    trees = _trees(cfg, out, p)
+    # the config's own further test sets only: a split gold set's derived "all-gold" set is not a BLEU test here,
+    # and a config without extra tests keeps its runs' cache keys
+    extra = dict(cfg.data.extra_tests)
+    trees = _trees(cfg, out, p, extra)
     channels = {s: {c: f"conllu:{t}" for c in TREE_CHANNELS} for s, t in trees.items()}
     results: dict[str, Any] = {"data": data, "trees": trees}
     systems = list(dict.fromkeys(e.systems + e.compose))
     if e.compose:                                 # XL PE needs the preorderer's orders of every split
         train_align = data.get("train_align") or align_stage(     # lower-cased as xl-pe's (the same XL system)
             out, {"train": (p["train_src"], p["train_tgt"])}, lowercase=cfg.data.align_lowercase)["paths"]["train"]
-        splits = {s: p[f"{s}_src"] for s in ("train", "dev", "test") if p.get(f"{s}_src")}
+        splits = {**{s: p[f"{s}_src"] for s in ("train", "dev", "test") if p.get(f"{s}_src")},
+                  **{f"extra-{k}": v[0] for k, v in extra.items()}}
         pre = preorder_stage(out, train_src=p["train_src"], train_align=train_align, splits=splits,
                              seed=e.base_seed, spm=spm, processes=e.threads, **e.preorder_options())
         kind = "orders:" if pre["level"] == "word" else "subword-orders:"
         for s in channels:
             channels[s]["xl"] = kind + pre["orders"][s]
         results["preorder"] = pre
-    tests = {"test": (p["test_src"], p["test_tgt"], channels["test"])}
+    tests = {"test": (p["test_src"], p["test_tgt"], channels["test"]),
+             **{k: (v[0], v[1], channels[f"extra-{k}"]) for k, v in extra.items()}}
     sigs = {s: {c: file_sig(v.split(":", 1)[1]) for c, v in ch.items()} for s, ch in channels.items()}
     # the trees enter every run's cache key, the XL orders only those of the systems that read them (compose)
     key = {"model": cfg.model, "train": cfg.train, "beam": e.beam, "lenpen": e.lenpen, "spm": file_sig(spm),
-           "channels": {s: {c: v for c, v in ch.items() if c != "xl"} for s, ch in sigs.items()}}
+           "channels": {s: {c: v for c, v in ch.items() if c != "xl"} for s, ch in sigs.items()},
+           **({"extra_tests": {k: file_sig(v[0], v[1]) for k, v in extra.items()}} if extra else {})}
     runs_ = {n: {"pe": pe_list(n), "pe_options": e.pe_options,
                  **({"orders": {s: ch["xl"] for s, ch in sigs.items() if "xl" in ch}} if n in e.compose else {})}
              for n in systems}
@@ -139,7 +151,7 @@ def run_experiment(cfg: StructConfig, out: str | os.PathLike, only: list[str] | 
             d, cost_systems, model=cfg.model, train_opts=cfg.train, spm=spm, train_src=p["train_src"],
             train_tgt=p["train_tgt"], train_channels=channels["train"], threads=e.threads, rounds=e.cost_rounds,
             updates=e.cost_updates, seed=e.base_seed))
-    refs = {"test": read_text(p["test_tgt"])}
+    refs = {"test": read_text(p["test_tgt"]), **{k: read_text(v[1]) for k, v in extra.items()}}
     summary = {}
     for n in systems:
         base = "rel-seq" if n.startswith("rel-seq+") and "rel-seq" in systems else "abs-seq"
@@ -173,36 +185,52 @@ def render_report(cfg: StructConfig, results: dict, systems: list[str]) -> str:
          "| system | params | test BLEU | Δ vs | p (bootstrap / seeds) | chrF | training tok/s vs abs-seq | "
          "decoding sent/s vs abs-seq |",
          "|---|---|---|---|---|---|---|---|"]
-    claims = []
-    for n in systems:
-        v = s.get(n)
-        if not v:
-            continue
-        t = v["tests"]["test"]
-        c = t.get("compare_bleu")
-        p = "—"
-        if c:
-            p = f"{c['p_bootstrap']:.3f} / " + ("n/a (1 seed)" if c["p_seeds"] is None else f"{c['p_seeds']:.3f}")
-            if c["p_bootstrap"] < 0.05 and c["p_seeds"] is not None and c["p_seeds"] < 0.05:
-                p = f"**{p}**"
-            claims.append(f"- {LABELS.get(n, n)} vs {LABELS.get(v['compared_with'], v['compared_with'])}: "
-                          f"{t['verdict_bleu']}")
-        vs = "—" if not c else f"{c['delta']:+.2f} ({v['compared_with']})"
-        sp, dsp = v.get("speed_vs_baseline"), v.get("decode_speed_vs_baseline")
-        L.append(f"| {LABELS.get(n, n)} | {v['params']:,} | {fmt(t['bleu'], v['seeds'])} | {vs} | {p} | "
-                 f"{fmt(t['chrf'], v['seeds'])} | {'—' if sp is None else f'{sp:.2f}×'} | "
-                 f"{'—' if dsp is None else f'{dsp:.2f}×'} |")
+    claims: list[str] = []
+    L += _test_rows(s, systems, "test", claims, speed=True)
     rel, both = s.get("rel-seq", {}), s.get("rel-seq+both-stru", {})
     if all("speed_vs_baseline" in v and "decode_speed_vs_baseline" in v for v in (rel, both)):
         L += ["", f"Cost of structural PE over abs+rel-seq (the paper lost 23% decoding speed): training "
                   f"{both['speed_vs_baseline'] / rel['speed_vs_baseline']:.2f}×, decoding "
                   f"{both['decode_speed_vs_baseline'] / rel['decode_speed_vs_baseline']:.2f}× the speed of "
                   "abs+rel-seq (same run, interleaved rounds)."]
+    for name in [t for t in next((v["tests"] for v in s.values() if v), {}) if t != "test"]:
+        L += ["", f"## The same systems on the extra test set `{name}`", "",
+              "| system | BLEU | Δ vs | p (bootstrap / seeds) | chrF |", "|---|---|---|---|---|"]
+        L += _test_rows(s, systems, name, claims, speed=False)
     if claims:
         L += ["", "Claims:"] + claims
     L += dev_curve_lines(s.get("abs-seq", {}), "the baseline (abs-seq)")
     L += dev_scores_lines({n: s.get(n, {}) for n in systems}, LABELS) + closing_lines(e.chosen_on)
     return "\n".join(L) + "\n"
+
+
+def _test_rows(s: dict, systems: list[str], test: str, claims: list[str], speed: bool) -> list[str]:
+    """One table row per system on test set ``test``, its claim appended to ``claims``; ``speed`` adds the
+    parameter count and the cost columns (Table 1)."""
+    rows = []
+    for n in systems:
+        v = s.get(n)
+        if not v or test not in v["tests"]:
+            continue
+        t = v["tests"][test]
+        c = t.get("compare_bleu")
+        p = "—"
+        if c:
+            p = f"{c['p_bootstrap']:.3f} / " + ("n/a (1 seed)" if c["p_seeds"] is None else f"{c['p_seeds']:.3f}")
+            if c["p_bootstrap"] < 0.05 and c["p_seeds"] is not None and c["p_seeds"] < 0.05:
+                p = f"**{p}**"
+            claims.append(f"- {LABELS.get(n, n)} vs {LABELS.get(v['compared_with'], v['compared_with'])}"
+                          f"{'' if test == 'test' else f' ({test})'}: {t['verdict_bleu']}")
+        vs = "—" if not c else f"{c['delta']:+.2f} ({v['compared_with']})"
+        if speed:
+            sp, dsp = v.get("speed_vs_baseline"), v.get("decode_speed_vs_baseline")
+            rows.append(f"| {LABELS.get(n, n)} | {v['params']:,} | {fmt(t['bleu'], v['seeds'])} | {vs} | {p} | "
+                        f"{fmt(t['chrf'], v['seeds'])} | {'—' if sp is None else f'{sp:.2f}×'} | "
+                        f"{'—' if dsp is None else f'{dsp:.2f}×'} |")
+        else:
+            rows.append(f"| {LABELS.get(n, n)} | {fmt(t['bleu'], v['seeds'])} | {vs} | {p} | "
+                        f"{fmt(t['chrf'], v['seeds'])} |")
+    return rows
 
 
 def _plot(summary: dict, systems: list[str], path: Path) -> None:
