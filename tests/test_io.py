@@ -329,3 +329,15 @@ def test_atomic_dir_replaces_only_its_own_kind_of_directory(tmp_path):
     with atomic_dir(empty, "made.json", "a test model") as tmp:     # an empty folder is fine
         (tmp / "made.json").write_text("4")
     assert (empty / "made.json").is_file()
+
+
+def test_file_sha256_reads_blocks_and_names_a_missing_file(tmp_path):
+    import hashlib
+
+    from xlpe.io.text import file_sha256
+    p = tmp_path / "big.bin"
+    data = bytes(range(256)) * 8193                   # > 2 MiB: several 1 MiB blocks, the last one partial
+    p.write_bytes(data)
+    assert file_sha256(p) == hashlib.sha256(data).hexdigest()
+    with pytest.raises(FormatError, match="missing.bin"):
+        file_sha256(tmp_path / "missing.bin")

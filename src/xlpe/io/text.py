@@ -6,6 +6,7 @@ that the Japanese gold text uses as a token, is *not* a separator (SPEC §8.2, d
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 from typing import Iterator
@@ -29,6 +30,15 @@ def open_input(path: str | os.PathLike, mode: str = "rb", *, expected: str = "a 
         raise FormatError(missing, path) from None
     except IsADirectoryError:
         raise FormatError("is a directory", path, expected=expected) from None
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """The SHA-256 hex digest of a file's bytes, read in 1 MiB blocks."""
+    h = hashlib.sha256()
+    with open_input(path) as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def read_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
