@@ -114,3 +114,45 @@ def test_workers_die_with_a_killed_recipe(tmp_path):
     while time.time() < deadline and any(alive(p) for p in pids):
         time.sleep(0.2)
     assert not any(alive(p) for p in pids)
+
+
+def test_a_second_caller_waits_for_the_running_stage_and_takes_its_result(tmp_path, caplog):
+    """Two invocations on one folder (e.g. a second process filling an idle core) never run one stage twice at
+    once. Threads stand in for processes: flock locks of two separate opens of one file conflict within a
+    process too."""
+    import threading
+
+    from xlpe.experiments.cache import stage_running
+    from xlpe.experiments.status import folder_status
+
+    inside, release, calls = threading.Event(), threading.Event(), []
+
+    def slow(d):
+        calls.append("first")
+        inside.set()
+        assert release.wait(30)
+        return {"bleu": 7.2}
+
+    def second(d):
+        calls.append("second")
+        return {"bleu": -1}
+
+    results = {}
+    t1 = threading.Thread(target=lambda: results.__setitem__(1, run_stage(tmp_path, "abs/seed3", {"x": 1}, slow)))
+    t1.start()
+    assert inside.wait(30)
+    assert stage_running(tmp_path / "abs" / "seed3")
+    st = folder_status(tmp_path)["stages"]
+    assert [(s["name"], s["state"], s.get("running")) for s in st] == [("abs/seed3", "unfinished", True)]
+    with caplog.at_level("INFO", logger="xlpe.experiments"):
+        t2 = threading.Thread(target=lambda: results.__setitem__(2, run_stage(tmp_path, "abs/seed3", {"x": 1}, second)))
+        t2.start()
+        t2.join(0.5)
+        assert t2.is_alive() and calls == ["first"]          # waiting, not training the same run
+        release.set()
+        t1.join(30)
+        t2.join(30)
+    assert calls == ["first"] and results[1]["bleu"] == results[2]["bleu"] == 7.2
+    assert "running in another process; waiting" in caplog.text
+    assert not stage_running(tmp_path / "abs" / "seed3")
+    assert folder_status(tmp_path)["stages"][0]["state"] == "done"

@@ -9,10 +9,15 @@ A stage directory belongs to one set of parameters: ``started.json`` records the
 the parameters change (a new model size, a new budget, ...), the old directory, finished or half-done, is
 moved aside to ``<name>.stale-<old key>`` before the stage runs again, so that no stage resumes from a
 checkpoint trained under other parameters.
+
+A stage runs under an exclusive lock (``.<name>.lock`` beside its directory), so that two invocations of a recipe
+on one folder, e.g. a second process filling an idle core with a later run of the same table, never train the same
+run at once: the one that comes second waits and then finds the stage cached.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -63,9 +68,62 @@ def cached_result(out: Path, name: str, params: dict) -> dict | None:
     return None
 
 
+def lock_path(stage_dir: Path) -> Path:
+    """The lock file of a stage: beside its folder (which may be renamed to ``*.stale-*``), hidden."""
+    return stage_dir.parent / f".{stage_dir.name}.lock"
+
+
+@contextlib.contextmanager
+def stage_lock(stage_dir: Path, name: str):
+    """Hold the stage's exclusive lock for the block. Another process running the same stage (a second recipe
+    invocation on the same folder) holds it: wait for it, logging that, rather than write the same checkpoints.
+    The operating system releases the lock of a process that dies, however it dies."""
+    try:
+        import fcntl
+    except ImportError:                      # no POSIX locks (Windows): one invocation per folder is the rule
+        yield
+        return
+    path = lock_path(stage_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log.info("stage %s: running in another process; waiting for it (%s)", name, stage_dir)
+            fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def stage_running(stage_dir: Path) -> bool:
+    """Whether a process holds the stage's lock now (it is running the stage). False where locks are unknown."""
+    try:
+        import fcntl
+    except ImportError:
+        return False
+    path = lock_path(stage_dir)
+    if not path.exists():
+        return False
+    with open(path, "a") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(f, fcntl.LOCK_UN)
+    return False
+
+
 def run_stage(out: Path, name: str, params: dict, fn: Callable[[Path], dict], force: bool = False) -> dict:
-    """Run ``fn(out / name) -> result`` unless ``out/name/done.json`` records the same params."""
+    """Run ``fn(out / name) -> result`` unless ``out/name/done.json`` records the same params. The stage runs
+    under its lock (:func:`stage_lock`): a second process asking for it meanwhile waits, then takes the result."""
     d = Path(out) / name
+    with stage_lock(d, name):
+        return _run_stage(d, name, params, fn, force)
+
+
+def _run_stage(d: Path, name: str, params: dict, fn: Callable[[Path], dict], force: bool) -> dict:
     marker, started = d / "done.json", d / "started.json"
     key = digest(params)
     if not force and marker.exists():

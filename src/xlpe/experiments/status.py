@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from xlpe.errors import ConfigError
+from xlpe.experiments.cache import stage_running
 from xlpe.experiments.nmt_runs import log_rows
 
 #: the file in a stage restored by ``xlpe experiment restore`` that names the checkpoints its archive left out
@@ -74,8 +75,9 @@ def stage_folders(root: Path) -> tuple[list[Path], dict[str, Path]]:
 
 def folder_status(out: str | os.PathLike) -> dict[str, Any]:
     """``{"folder", "stages": [{name, state, ...}], "done", "unfinished", "links", "remaining_seconds"}`` of a
-    recipe's output folder; ``state`` is ``done``, ``unfinished`` (started, not finished: running now or
-    interrupted) or ``link`` (``target`` names the shared stage). Stale stages (``*.stale-*``) are left out."""
+    recipe's output folder; ``state`` is ``done``, ``unfinished`` (started, not finished: running now, marked
+    ``running`` when a process holds the stage's lock, or interrupted) or ``link`` (``target`` names the shared
+    stage). Stale stages (``*.stale-*``) are left out."""
     root = Path(out)
     if not root.is_dir():
         raise ConfigError(f"{root}: no such folder (the --out of an `xlpe experiment` run)")
@@ -93,6 +95,8 @@ def folder_status(out: str | os.PathLike) -> dict[str, Any]:
         if (here / CHECKPOINTS_FILE).exists():
             entry["restored"] = True
         entry.update(_train_progress(here, marker.get("params") or {}))
+        if entry["state"] == "unfinished" and stage_running(here):
+            entry["running"] = True             # a process holds its lock (xlpe.experiments.cache.stage_lock)
         if entry["state"] == "unfinished" and entry.get("budget") and "seconds_per_update" in entry:
             entry["remaining_seconds"] = round(entry["seconds_per_update"] * max(entry["budget"] - entry["update"], 0))
         stages.append(entry)
@@ -126,6 +130,7 @@ def render_status(st: dict[str, Any]) -> str:
         took = _hm(e["train_seconds"]) if "train_seconds" in e else (_hm(e["seconds"]) if e.get("seconds", 0) >= 60
                                                                       else "")
         rest = _hm(e["remaining_seconds"]) if "remaining_seconds" in e else ""
-        state = e["state"] + (" (restored, no checkpoint)" if e.get("restored") else "")
+        state = e["state"] + (" (restored, no checkpoint)" if e.get("restored") else "") + \
+            (" (running now)" if e.get("running") else "")
         lines.append(f"| {e['name']} | {state} | {upd} | {took} | {rest} |")
     return "\n".join(lines) + "\n"
