@@ -121,6 +121,7 @@ def test_a_second_caller_waits_for_the_running_stage_and_takes_its_result(tmp_pa
     once. Threads stand in for processes: flock locks of two separate opens of one file conflict within a
     process too."""
     import threading
+    import time
 
     from xlpe.experiments.cache import stage_running
     from xlpe.experiments.status import folder_status
@@ -147,7 +148,9 @@ def test_a_second_caller_waits_for_the_running_stage_and_takes_its_result(tmp_pa
     with caplog.at_level("INFO", logger="xlpe.experiments"):
         t2 = threading.Thread(target=lambda: results.__setitem__(2, run_stage(tmp_path, "abs/seed3", {"x": 1}, second)))
         t2.start()
-        t2.join(0.5)
+        deadline = time.monotonic() + 30
+        while "running in another process; waiting" not in caplog.text and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert t2.is_alive() and calls == ["first"]          # waiting, not training the same run
         release.set()
         t1.join(30)
