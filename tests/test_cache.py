@@ -159,3 +159,16 @@ def test_a_second_caller_waits_for_the_running_stage_and_takes_its_result(tmp_pa
     assert "running in another process; waiting" in caplog.text
     assert not stage_running(tmp_path / "abs" / "seed3")
     assert folder_status(tmp_path)["stages"][0]["state"] == "done"
+
+
+def test_a_file_system_without_locks_runs_the_stage_and_says_so(tmp_path, monkeypatch, caplog):
+    import errno
+    import fcntl
+
+    def no_locks(*a):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    with caplog.at_level("WARNING", logger="xlpe.experiments"):
+        assert run_stage(tmp_path, "s", {"x": 1}, lambda d: {"ok": 1})["ok"] == 1
+    assert "cannot lock" in caplog.text and "one invocation per folder" in caplog.text

@@ -91,6 +91,10 @@ def stage_lock(stage_dir: Path, name: str):
         except BlockingIOError:
             log.info("stage %s: running in another process; waiting for it (%s)", name, stage_dir)
             fcntl.flock(f, fcntl.LOCK_EX)
+        except OSError as e:                 # a file system without locks (some network mounts)
+            log.warning("stage %s: cannot lock %s (%s); run one invocation per folder", name, path, e)
+            yield
+            return
         try:
             yield
         finally:
@@ -111,6 +115,8 @@ def stage_running(stage_dir: Path) -> bool:
             fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
             return True
+        except OSError:
+            return False
         fcntl.flock(f, fcntl.LOCK_UN)
     return False
 
