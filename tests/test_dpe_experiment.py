@@ -75,6 +75,7 @@ def test_dpe_recipe_end_to_end(tmp_path):
         assert title in report
     assert (out / "plots" / "bleu.png").exists()
     assert "## Dev learning curve of the baseline (APE)" in report and "| 2 | 1 |" in report
+    assert "- 2PT vs baseline: " in report and "\n  - chrF: " in report
     stamps = {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("done.json")}
     assert main(["experiment", "dpe", "--config", str(cfg), "--out", str(out), "--only", "table3"]) == 0
     assert {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("done.json")} == stamps     # cached

@@ -60,6 +60,7 @@ def test_structural_recipe_end_to_end(tmp_path, capsys):
     assert "decoding sent/s vs abs-seq" in report and "Cost of structural PE over abs+rel-seq" in report
     assert set(res["decode_cost"]["systems"]) == set(res["cost"]["systems"]) >= {"abs-seq", "rel-seq+both-stru"}
     assert "no claim about training variance" in report and (out / "plots" / "table1.png").exists()
+    assert "\n  - chrF: " in report                # every claim gives chrF's verdict beneath BLEU's
     assert "## Dev learning curve of the baseline (abs-seq)" in report and "| 2 | 1 |" in report
     assert "## Dev scores of every system (last validation)" in report
     assert "| +HeadXL +abs-stru +rel-stru | 2 | 1 |" in report

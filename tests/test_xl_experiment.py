@@ -62,6 +62,7 @@ def test_recipe_produces_every_table_and_reruns_from_cache(tmp_path, capsys):
     assert "±" not in report          # one seed: values, not a std of 0.00
     # seed-aware significance: with one seed the report says no claim about training variance can be made
     assert "seed-aware paired bootstrap" in report and "one seed: no claim about training variance" in report
+    assert "\n  - chrF: " in report.split("Claims (bold above")[1]      # chrF's verdict beneath each BLEU claim
     assert "compare_bleu" in res["results"]["summary"]["systems"]["inxl"]["tests"]["test"]
     assert res["results"]["summary"]["systems"]["headxl"]["alignment"]["compare"]["metric"] == "AER"
     assert "AER claims" in report
@@ -191,6 +192,19 @@ def test_report_cells_show_a_spread_only_over_several_seeds():
     from xlpe.experiments.summary import fmt as _fmt
     assert _fmt((0.7057, 0.0), 1, 100) == "70.57"
     assert _fmt((30.03, 0.92), 3) == "30.03 ± 0.92"
+
+
+def test_report_p_cells_are_bold_only_when_both_tests_pass_and_claims_give_both_metrics():
+    from xlpe.experiments.summary import claim_lines, p_cell
+    assert p_cell(None) == "—"
+    assert p_cell({"p_bootstrap": 0.001, "p_seeds": 0.049}) == "**0.001 / 0.049**"
+    assert p_cell({"p_bootstrap": 0.001, "p_seeds": 0.051}) == "0.001 / 0.051"
+    assert p_cell({"p_bootstrap": 0.06, "p_seeds": 0.001}) == "0.060 / 0.001"
+    assert p_cell({"p_bootstrap": 0.001, "p_seeds": None}) == "0.001 / n/a (1 seed)"     # one seed: never bold
+    t = {"verdict_bleu": "not significant (BLEU …)", "verdict_chrf": "significantly worse (chrF …)"}
+    assert claim_lines("+X vs baseline", t) == ["- +X vs baseline: not significant (BLEU …)",
+                                                "  - chrF: significantly worse (chrF …)"]
+    assert claim_lines("+X vs baseline", {"verdict_bleu": "v"}) == ["- +X vs baseline: v"]
 
 
 def test_dev_curves_are_read_from_the_logs_and_averaged_over_seeds(tmp_path):

@@ -5,26 +5,19 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from xlpe.experiments.summary import closing_lines, dev_curve_lines, dev_scores_lines, fmt, gold_split_lines, mean_std
+from xlpe.experiments.summary import (claim_lines, closing_lines, dev_curve_lines, dev_scores_lines, fmt,
+                                      gold_split_lines, mean_std, p_cell)
 
 
-def _p(c: dict | None) -> str:
-    """``bootstrap / seeds`` p-values, bold when both are below 0.05."""
-    if not c:
-        return "—"
-    p = f"{c['p_bootstrap']:.3f} / " + ("n/a (1 seed)" if c["p_seeds"] is None else f"{c['p_seeds']:.3f}")
-    return f"**{p}**" if c["p_bootstrap"] < 0.05 and c["p_seeds"] is not None and c["p_seeds"] < 0.05 else p
-
-
-def _row(s: dict, n: str, label: str, extra: str = "") -> tuple[str, str | None]:
+def _row(s: dict, n: str, label: str, extra: str = "") -> tuple[str, list[str]]:
     v = s.get(n) or {}
     t = v.get("tests", {}).get("test")
     if not t:
-        return f"| {label} | (not run) | | | |{extra}", None
+        return f"| {label} | (not run) | | | |{extra}", []
     c = t.get("compare_bleu")
     d = "—" if not c else f"{c['delta']:+.2f}"
-    return (f"| {label} | {v['params']:,} | {fmt(t['bleu'], v['seeds'])} | {d} | {_p(c)} |{extra}",
-            f"- {label} vs baseline: {t['verdict_bleu']}" if c else None)
+    return (f"| {label} | {v['params']:,} | {fmt(t['bleu'], v['seeds'])} | {d} | {p_cell(c)} |{extra}",
+            claim_lines(f"{label} vs baseline", t) if c else [])
 
 
 def _probe(v: dict) -> str:
@@ -65,8 +58,8 @@ def render_report(cfg, results: dict, tables: set[str]) -> str:
         for n, label in rows:
             line, claim = _row(s, n, label, _probe(s.get(n, {})) if probe else "")
             L.append(line)
-            if claim and claim not in claims:
-                claims.append(claim)
+            if claim and claim[0] not in claims:
+                claims.extend(claim)
 
     if "table3" in tables:
         rows = [("baseline", "baseline (APE)"), ("dpe", "+DPE")]
@@ -93,7 +86,7 @@ def render_report(cfg, results: dict, tables: set[str]) -> str:
         for n in e.xl_systems:
             c = s.get(n, {}).get("vs_dpe", {})
             if c.get("compare_bleu"):
-                L.append(f"| {n} | {c['compare_bleu']['delta']:+.2f} | {_p(c['compare_bleu'])} | {c['verdict_bleu']} |")
+                L.append(f"| {n} | {c['compare_bleu']['delta']:+.2f} | {p_cell(c['compare_bleu'])} | {c['verdict_bleu']} |")
     if "table2" in tables and "2pt" in s:
         r, t = s.get("2pt-reorderer", {}), s["2pt"]
         L += ["", f"## Table 2 analogue: the two-pass pipeline (unaligned words: {e.twopass_unaligned}; reorderer "
@@ -107,12 +100,12 @@ def render_report(cfg, results: dict, tables: set[str]) -> str:
             L.append(f"| baseline (APE) | {fmt(b['bleu'], s['baseline']['seeds'])} | — |")
         tt = t["tests"]["test"]
         L.append(f"| 2PT: source → reorderer → translator | {fmt(tt['bleu'], t['seeds'])} | "
-                 f"{_p(tt.get('compare_bleu'))} |")
+                 f"{p_cell(tt.get('compare_bleu'))} |")
         if t.get("oracle"):
             L.append(f"| 2PT with oracle reordering (upper bound: needs the reference) | "
                      f"{fmt(t['oracle']['bleu'], t['seeds'])} | — |")
         if tt.get("verdict_bleu"):
-            claims.append(f"- 2PT vs baseline: {tt['verdict_bleu']}")
+            claims += claim_lines("2PT vs baseline", tt)
     if claims:
         L += ["", "## Claims", ""] + claims
     L += dev_curve_lines(s.get("baseline", {}), "the baseline (APE)")

@@ -31,8 +31,8 @@ from xlpe.experiments.cache import file_sig, run_stage
 from xlpe.experiments.nmt_runs import STOPS, decode_cost_stage, measure_cost, run_grid
 from xlpe.experiments.recipe import PreorderSettings, RecipeConfig, RecipeExperiment
 from xlpe.experiments.stages import align_stage, parse_stage, preorder_stage, read_text
-from xlpe.experiments.summary import (closing_lines, dev_curve_lines, dev_scores_lines, fmt, gold_split_lines,
-                                      system_summary)
+from xlpe.experiments.summary import (claim_lines, closing_lines, dev_curve_lines, dev_scores_lines, fmt,
+                                      gold_split_lines, p_cell, system_summary)
 from xlpe.experiments.systems import LABELS, SYSTEMS, pe_list
 
 log = logging.getLogger("xlpe.experiments.structural_pe")
@@ -214,13 +214,10 @@ def _test_rows(s: dict, systems: list[str], test: str, claims: list[str], speed:
             continue
         t = v["tests"][test]
         c = t.get("compare_bleu")
-        p = "—"
+        p = p_cell(c)
         if c:
-            p = f"{c['p_bootstrap']:.3f} / " + ("n/a (1 seed)" if c["p_seeds"] is None else f"{c['p_seeds']:.3f}")
-            if c["p_bootstrap"] < 0.05 and c["p_seeds"] is not None and c["p_seeds"] < 0.05:
-                p = f"**{p}**"
-            claims.append(f"- {LABELS.get(n, n)} vs {LABELS.get(v['compared_with'], v['compared_with'])}"
-                          f"{'' if test == 'test' else f' ({test})'}: {t['verdict_bleu']}")
+            claims += claim_lines(f"{LABELS.get(n, n)} vs {LABELS.get(v['compared_with'], v['compared_with'])}"
+                                  f"{'' if test == 'test' else f' ({test})'}", t)
         vs = "—" if not c else f"{c['delta']:+.2f} ({v['compared_with']})"
         if speed:
             sp, dsp = v.get("speed_vs_baseline"), v.get("decode_speed_vs_baseline")

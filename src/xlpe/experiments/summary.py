@@ -41,8 +41,6 @@ def system_summary(runs: dict, name: str, base: str | None, refs: dict[str, list
                                   resamples=resamples, seed=12345, paired_seeds=same_seeds)
                 t[f"compare_{metric}"] = c.to_dict()
                 t[f"verdict_{metric}"] = c.verdict()
-            t["p_bleu"] = t["compare_bleu"]["p_bootstrap"]
-            t["p_bleu_seeds"] = t["compare_bleu"]["p_seeds"]
         out["tests"][test] = t
     al = [r["attention_alignment"] for r in rs if "attention_alignment" in r]
     if al:
@@ -75,6 +73,24 @@ def fmt(ms: tuple[float, float], seeds: int, scale: float = 1.0, digits: int = 2
     """``mean ± std``; the value alone for one seed (a std of one run is no spread)."""
     m, sd = ms
     return f"{scale * m:.{digits}f}" + (f" ± {scale * sd:.{digits}f}" if seeds > 1 else "")
+
+
+def p_cell(c: dict | None) -> str:
+    """A comparison's ``bootstrap / seeds`` p-values for a table cell, bold when both are below 0.05 (the reports'
+    rule for a claim); "—" without a comparison."""
+    if not c:
+        return "—"
+    p = f"{c['p_bootstrap']:.3f} / " + ("n/a (1 seed)" if c["p_seeds"] is None else f"{c['p_seeds']:.3f}")
+    return f"**{p}**" if c["p_bootstrap"] < 0.05 and c["p_seeds"] is not None and c["p_seeds"] < 0.05 else p
+
+
+def claim_lines(head: str, t: dict) -> list[str]:
+    """A report's claim of one comparison on one test set (``t``: a test of :func:`system_summary`): the BLEU
+    verdict, then the chrF verdict beneath it, so that a reader sees whether the second metric agrees."""
+    lines = [f"- {head}: {t['verdict_bleu']}"]
+    if t.get("verdict_chrf"):
+        lines.append(f"  - chrF: {t['verdict_chrf']}")
+    return lines
 
 
 def dev_curve_lines(summary: dict, label: str) -> list[str]:

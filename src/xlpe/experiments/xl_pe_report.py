@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from xlpe.experiments.stages import read_text
-from xlpe.experiments.summary import closing_lines, dev_curve_lines, dev_scores_lines, fmt, system_summary
+from xlpe.experiments.summary import (claim_lines, closing_lines, dev_curve_lines, dev_scores_lines, fmt, p_cell,
+                                      system_summary)
 from xlpe.experiments.systems import LABELS
 
 #: how report headers name test sets the recipe adds itself
@@ -109,11 +110,7 @@ def render_report(cfg: XLConfig, results: dict, tables: set[str]) -> str:
             cells = []
             for t in tests:
                 tt = v["tests"][t]
-                p, ps = tt.get("p_bleu"), tt.get("p_bleu_seeds")
-                sig = "—" if p is None else f"{p:.3f} / " + ("n/a (1 seed)" if ps is None else f"{ps:.3f}")
-                if p is not None and p < 0.05 and ps is not None and ps < 0.05:
-                    sig = f"**{sig}**"
-                cells += [fmt(tt["bleu"], v["seeds"]), sig]
+                cells += [fmt(tt["bleu"], v["seeds"]), p_cell(tt.get("compare_bleu"))]
             sp = v.get("speed_vs_baseline")
             speed = "—" if sp is None else f"{sp:.2f}×"
             lo_hi = v.get("speed_vs_baseline_range")
@@ -121,11 +118,10 @@ def render_report(cfg: XLConfig, results: dict, tables: set[str]) -> str:
                 speed += f" ({lo_hi[0]:.2f}–{lo_hi[1]:.2f})"
             L.append(f"| {label} | {v['params']:,} | " + " | ".join(cells) +
                      f" | {fmt(v['tests'][tests[0]]['chrf'], v['seeds'])} | {speed} |")
-        verdicts = [(label, t, v["tests"][t]["verdict_bleu"]) for label, n in rows if (v := systems.get(n))
-                    for t in tests if "verdict_bleu" in v["tests"][t]]
-        if verdicts:
-            L += ["", "Claims (bold above = both tests below 0.05):"]
-            L += [f"- {label} vs {base_label}, {t}: {verdict}" for label, t, verdict in verdicts]
+        claims = [line for label, n in rows if (v := systems.get(n)) for t in tests if "verdict_bleu" in v["tests"][t]
+                  for line in claim_lines(f"{label} vs {base_label}, {t}", v["tests"][t])]
+        if claims:
+            L += ["", "Claims (bold above = both tests below 0.05):"] + claims
         c = results.get("cost")
         if c and base_label == "baseline":
             L += ["", f"tok/s vs baseline: measured apart, in {c['rounds']} interleaved rounds after a warm-up "
