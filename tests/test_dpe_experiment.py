@@ -131,6 +131,36 @@ def test_training_links_never_saw_the_test_pairs(tmp_path):
                                  "test": str(out / "align-test" / "test.align")}
 
 
+def test_dpe_against_xl_pe(tmp_path):
+    """The comparison none of the papers made: the XL systems read the preorderer's orders (trained on the training
+    pairs' eflomal links), train beside DPE on the same data and seeds, and are compared with DPE as well as with
+    the baseline. Only the XL systems' cache keys hold the orders, so the other tables reuse their runs."""
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(TINY.replace("xl_systems = []", "xl_systems = ['headxl']\npreorder_iterations = 1").replace(
+        "cost_rounds = 1", "cost_rounds = 0"))
+    out = tmp_path / "out"
+    assert main(["experiment", "dpe", "--config", str(cfg), "--out", str(out), "--only", "xl"]) == 0
+    res = json.loads((out / "results.json").read_text())["results"]
+    assert set(res["runs"]) == {"baseline/seed1", "dpe/seed1", "headxl/seed1"}
+    assert "headxl" in res["runs"]["headxl/seed1"]["pe"]
+    # the orders come from a preorderer trained on the training pairs' own eflomal links, for every split
+    assert [f[0] for f in json.loads((out / "align" / "done.json").read_text())["params"]["files"]] == \
+        ["train.src", "train.tgt"]
+    keys = {n: json.loads((out / "runs" / n / "seed1" / "started.json").read_text())["params"]
+            for n in ("baseline", "dpe", "headxl")}
+    assert "orders" not in json.dumps(keys["baseline"]) and "orders" not in json.dumps(keys["dpe"])
+    assert "orders" in json.dumps(keys["headxl"])
+    vs = res["summary"]["headxl"]["vs_dpe"]
+    assert "compare_bleu" in vs and "verdict_bleu" in vs
+    report = (out / "report.md").read_text()
+    assert "DPE against XL PE (same data, seeds and budget)" in report and "| XL system vs DPE |" in report
+    assert "\n| headxl | " in report
+    stamps = {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("done.json")}
+    assert main(["experiment", "dpe", "--config", str(cfg), "--out", str(out), "--only", "table3"]) == 0
+    assert {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("done.json")
+            if "headxl" not in str(p)} == {p: t for p, t in stamps.items() if "headxl" not in str(p)}
+
+
 def test_a_link_to_an_earlier_lambda_choice_is_replaced(tmp_path):
     from xlpe.experiments.dpe import _share_sweep_runs
     runs = tmp_path / "runs"
