@@ -97,3 +97,24 @@ def test_sources_name_file_and_line_when_counts_differ():
     more.take([["a"]])
     with pytest.raises(FormatError, match=r"toy\.ints:2: has more lines than the text \(1\)"):
         more.finish(1)
+
+
+def test_channel_files_refuse_bad_lines_naming_file_and_line(tmp_path):
+    from xlpe.data.channels import file_source
+    with pytest.raises(ConfigError, match="unknown channel file kind 'magic'"):
+        file_source("magic", tmp_path / "x")
+    with pytest.raises(ConfigError, match=r"channel file .*absent\.dpe not found"):
+        file_source("dpe", tmp_path / "absent.dpe")
+    cases = {"0-0 2-1\n1p2\n": (r"t\.dpe:2: DPE target 1p2 is a possible link", 2),
+             "0-0 0-1\n": (r"t\.dpe:1: source token 0 has two DPE targets", 1)}
+    for text, (msg, n) in cases.items():
+        (tmp_path / "t.dpe").write_text(text, encoding="utf-8")
+        src = file_source("dpe", tmp_path / "t.dpe")
+        with pytest.raises(FormatError, match=msg):
+            src.take([["a"]] * n)
+    (tmp_path / "t.ints").write_text("1 2\n3 x\n", encoding="utf-8")
+    with pytest.raises(FormatError, match=r"t\.ints:2: non-integer value"):
+        file_source("ints", tmp_path / "t.ints").take([["a", "b"], ["c", "d"]])
+    # a good file: targets per source token, unaligned tokens absent
+    (tmp_path / "t.dpe").write_text("0-0 2-1 4-2 1-3\n\n", encoding="utf-8")
+    assert file_source("dpe", tmp_path / "t.dpe").take([["a"] * 5, ["b"]]) == [{0: 0, 2: 1, 4: 2, 1: 3}, {}]
