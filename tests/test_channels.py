@@ -118,3 +118,33 @@ def test_channel_files_refuse_bad_lines_naming_file_and_line(tmp_path):
     # a good file: targets per source token, unaligned tokens absent
     (tmp_path / "t.dpe").write_text("0-0 2-1 4-2 1-3\n\n", encoding="utf-8")
     assert file_source("dpe", tmp_path / "t.dpe").take([["a"] * 5, ["b"]]) == [{0: 0, 2: 1, 4: 2, 1: 3}, {}]
+
+
+def test_source_specs_and_shortcuts_refuse_contradictions():
+    from types import SimpleNamespace
+
+    from xlpe.sources import open_source, split_spec, with_trees, with_xl_shortcuts
+    # a spec's kind is named, or the channel's usual one; a colon that names no kind belongs to the path
+    assert split_spec("xl", "orders:a.ord") == ("orders", "a.ord")
+    assert split_spec("xl", "a.ord") == ("orders", "a.ord")
+    assert split_spec("dpe_target", "t.dpe") == ("dpe", "t.dpe")
+    assert split_spec("depth", "c:/x.ints") == ("ints", "c:/x.ints")
+    with pytest.raises(ConfigError, match="empty path"):
+        open_source("xl", "orders:")
+    with pytest.raises(ConfigError, match="permutation's inverse: give an orders file"):
+        open_source("xl", "ints:x.ints")
+    assert with_xl_shortcuts(None, orders="o", orders_level="subword") == {"xl": "subword-orders:o"}
+    assert with_xl_shortcuts({"depth": "d"}, preorderer="p") == {"depth": "d", "xl": "preorderer:p"}
+    for kwargs, msg in [(dict(orders="o", preorderer="p"), "either orders .* or a preorderer"),
+                        (dict(channels={"xl": "f"}, orders="o"), "'xl' is given twice"),
+                        (dict(orders="o", orders_level="phrase"), "orders_level must be"),
+                        (dict(preorderer="p", orders_level="subword"), "on-the-fly preorderer orders words")]:
+        channels = kwargs.pop("channels", None)
+        with pytest.raises(ConfigError, match=msg):
+            with_xl_shortcuts(channels, **kwargs)
+    # --trees gives exactly the tree channels the model reads; a model that reads none refuses it
+    assert with_trees({}, "t.conllu", SimpleNamespace(pe=["ape", "struct_abs"])) == {"depth": "conllu:t.conllu"}
+    with pytest.raises(ConfigError, match="reads no tree channel"):
+        with_trees({}, "t.conllu", SimpleNamespace(pe=["ape"]))
+    with pytest.raises(ConfigError, match=r"\['depth'\] given twice"):
+        with_trees({"depth": "d.ints"}, "t.conllu", SimpleNamespace(pe=["struct_abs"]))
