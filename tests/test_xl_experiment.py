@@ -188,6 +188,33 @@ def test_training_pairs_sharing_either_side_with_the_gold_set_are_removed(tmp_pa
     assert open(data["paths"]["train_tgt"]).read().split("\n")[:-1] == ["A B", "G H"]
 
 
+def test_removing_gold_pairs_keeps_the_training_links_and_trees_line_aligned(tmp_path):
+    """Given training alignments and trees, exclude_gold removes the same lines from them as from the text: the
+    kept pairs keep their own links and trees (a shift would pair a sentence with another's tree); a trees file
+    that does not match the text is refused."""
+    from xlpe.experiments.stages import data_stage
+    from xlpe.io.conllu import DepTree, read_conllu, write_conllu
+    files = {"train.en": ["a b", "c d", "e f", "g h"], "train.de": ["A B", "C D", "X Y", "G H"],
+             "train.align": ["0-0", "1-1", "0-1", "1-0"],
+             "gold.en": ["c d", "z z"], "gold.de": ["Q Q", "X Y"], "gold.talp": ["1-1", "1-1"]}
+    for name, lines in files.items():
+        (tmp_path / name).write_text("\n".join(lines) + "\n")
+    trees = [DepTree(s.split(" "), [0, 1] if k % 2 == 0 else [2, 0]) for k, s in enumerate(files["train.en"])]
+    write_conllu(tmp_path / "train.conllu", trees)
+    t = str(tmp_path)
+    data = {"train_src": f"{t}/train.en", "train_tgt": f"{t}/train.de", "train_align": f"{t}/train.align",
+            "train_trees": f"{t}/train.conllu", "test_src": f"{t}/gold.en", "test_tgt": f"{t}/gold.de",
+            "gold_src": f"{t}/gold.en", "gold_tgt": f"{t}/gold.de", "gold_align": f"{t}/gold.talp"}
+    res = data_stage(tmp_path / "out", XLConfig.from_dict({"data": data, "train": {"max_updates": 1}}).data)
+    assert res["excluded"] == 2                                     # lines 2 and 3 go
+    assert open(res["train_align"]).read().split("\n")[:-1] == ["0-0", "1-0"]
+    kept = list(read_conllu(res["paths"]["train_trees"]))
+    assert [(tr.words, tr.heads) for tr in kept] == [(["a", "b"], [0, 1]), (["g", "h"], [2, 0])]
+    write_conllu(tmp_path / "train.conllu", trees[:3])
+    with pytest.raises(ConfigError, match="has 3 trees for 4 training lines"):
+        data_stage(tmp_path / "out2", XLConfig.from_dict({"data": data, "train": {"max_updates": 1}}).data)
+
+
 def test_report_cells_show_a_spread_only_over_several_seeds():
     from xlpe.experiments.summary import fmt as _fmt
     assert _fmt((0.7057, 0.0), 1, 100) == "70.57"
