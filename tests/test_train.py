@@ -385,6 +385,34 @@ def test_bf16_pure_keeps_float32_masters_and_resumes_exactly(toy, tmp_path):
         assert torch.equal(a[k], b[k]), k
 
 
+@pytest.mark.parametrize("amp", ["none", "bf16-pure"])
+def test_gradient_clipping_rescales_the_update_and_logs_the_unclipped_norm(toy, tmp_path, amp):
+    """clip_norm rescales the gradient before the optimizer step (the float32 masters' gradient under bf16-pure).
+    A norm far below Adam's eps leaves the first update almost nothing; a norm far above the gradient's changes
+    nothing at all. The log keeps the unclipped norm in every case."""
+    from xlpe.nn.checkpoint import load_model
+    from xlpe.nn.transformer import TransformerConfig, build_model
+    from xlpe.runtime import seed_all
+    mcfg = tiny_model_config(dropout=0.0)
+
+    def one_update(name, clip):
+        res = train(mcfg, quick_train_config(tmp_path / name, max_updates=1, log_every=1, warmup=0, amp=amp,
+                                             clip_norm=clip), _data(toy))
+        norm = float(next(csv.DictReader(open(tmp_path / name / "train_log.csv")))["grad_norm"])
+        return _params(load_model(res.last_checkpoint)[0]), norm, res.last_checkpoint
+    free, n_free, ck = one_update("free", 0.0)
+    huge, n_huge, _ = one_update("huge", 1e9)
+    tiny, n_tiny, _ = one_update("tiny", 1e-12)
+    seed_all(3)                                  # the run's seed: the weights before the update
+    init = _params(build_model(TransformerConfig.from_dict(load_checkpoint(ck)["model_config"])))
+    assert n_free > 0 and n_huge == n_free and n_tiny == n_free
+    assert all(torch.equal(free[k], huge[k]) for k in free)
+
+    def moved(a):
+        return sum(float((a[k].double() - init[k].double()).norm()) for k in init if init[k].is_floating_point())
+    assert moved(free) > 0 and moved(tiny) < 1e-3 * moved(free)
+
+
 def test_config_errors(toy, tmp_path):
     with pytest.raises(ConfigError, match="stopping rule"):
         train(tiny_model_config(), quick_train_config(tmp_path / "x"), _data(toy))
