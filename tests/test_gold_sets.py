@@ -18,6 +18,8 @@ def test_norm_fr_expands_elisions_and_contractions_as_the_gold_writes_them():
         "le honorable depute de ottawa - centre parle de le budget aujourd' hui , a le quebec ."
     assert norm_fr("Jusqu'à ce qu'il vienne, aux États-Unis.") == "jusque a ce que il vienne , a les etats - unis ."
     assert norm_fr("des amis") == "de les amis"
+    # inside a hyphenated compound a contraction stays, as in the gold ("au - dessus de le moteur")
+    assert norm_fr("Au-delà du budget, à Rivière-du-Loup.") == "au - dela de le budget , a riviere - du - loup ."
     # an apostrophe that is not one of the elisions stays inside its token
     assert norm_fr("prud'homme") == "prud'homme"
 

@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from xlpe.config import apply_sets, build, read_toml
-from xlpe.data.gold_sets import GOLD_SETS, GoldSet, custom_gold_set, load_gold_set
+from xlpe.data.gold_sets import GOLD_SETS, HANSARDS_NORM_VERSION, GoldSet, custom_gold_set, load_gold_set
 from xlpe.errors import ConfigError
 from xlpe.evaluate.significance import aer_score, aer_stats
 from xlpe.experiments.cache import digest, file_sig, run_stage
@@ -246,6 +246,8 @@ class _Run:
         spec = d.custom.get(pair) or {"shared": pair, "root": d.root}
         sig = file_sig(*(v for k, v in spec.items() if k != "gold_base")) if pair in d.custom else []
         params = {"spec": spec, "files": sig, "limit": d.train_limit, "train_on_gold": d.train_on_gold}
+        if pair == "enfr" and pair not in d.custom:     # the corpus is normalised by xlpe: its rules are data too
+            params["norm"] = HANSARDS_NORM_VERSION
 
         def fn(sd: Path) -> dict:
             g = self.load(pair)
