@@ -167,6 +167,14 @@ def test_average_refuses_different_models_and_a_resumable_output(tmp_path, capsy
     fails(["average", "--checkpoints", model, "--output", other.last_checkpoint], capsys, "resumable",
           inputs=[other.last_checkpoint])
     fails(["average", "--checkpoints", model, "--output", model], capsys, "one of the checkpoints", inputs=[model])
+    # the same model config, but another subword model of the same size (unigram, not BPE): ids mean other pieces
+    from xlpe.data.subword import train_subwords
+    train_subwords([toy["src"], toy["tgt"]], tmp_path / "other.model", vocab_size=320, model_type="unigram")
+    spm_b = train(tiny_model_config(), quick_train_config(tmp_path / "spm_b", max_updates=1),
+                  DataConfig(train_src=str(toy["src"]), train_tgt=str(toy["tgt"]),
+                             subword_model=str(tmp_path / "other.model")))
+    fails(["average", "--checkpoints", model, spm_b.last_checkpoint, "--output", tmp_path / "y.pt"], capsys,
+          "different subword models", absent=[tmp_path / "y.pt"])
 
 
 # -- translation --------------------------------------------------------------------------------------------
