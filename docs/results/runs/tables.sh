@@ -4,6 +4,9 @@
 #   bash docs/results/runs/tables.sh start     restore the archives, then train in the background (log: $RUNS/queue.log)
 #   bash docs/results/runs/tables.sh archive   archive what finished into docs/results/runs/ (then commit it)
 #   bash docs/results/runs/tables.sh status    how far each table has come
+#   bash docs/results/runs/tables.sh pause-for STAGE PATTERN
+#        wait until the queue runs STAGE (e.g. cost, decode-cost: speed measurements), SIGSTOP the processes that
+#        match PATTERN (pgrep -f; e.g. a side run's "lambdas=") while it runs, then SIGCONT them
 # The recipes run from a worktree at $COMMIT, so that every run of a table is trained by the same code.
 set -euo pipefail
 COMMIT=${COMMIT:-8b4165d}
@@ -53,11 +56,25 @@ case "${1:-}" in
       if [ -d "$RUNS/$1" ]; then xlpe experiment archive "$RUNS/$1" --to "$HERE/$1"; fi
     done
     ;;
+  pause-for)
+    stage=$2 pattern=$3 log="$RUNS/queue.log"
+    start=$(wc -l < "$log")
+    until tail -n +"$start" "$log" | grep -q "stage $stage: running"; do sleep 5; done
+    pids=""
+    for p in $(pgrep -f -- "$pattern" || true); do     # not this script (its own command line holds the pattern)
+      grep -q tables.sh "/proc/$p/cmdline" 2>/dev/null || pids="$pids $p"
+    done
+    echo "$(date +%T) $stage is running: stopping${pids:- nothing}"
+    [ -z "$pids" ] || { kill -STOP $pids 2>/dev/null || true; trap "kill -CONT $pids 2>/dev/null" EXIT; }
+    line=$(grep -n "stage $stage: running" "$log" | tail -1 | cut -d: -f1)
+    until tail -n +"$((line + 1))" "$log" | grep -q "stage .*: running\|stage .*: cached\|^report: "; do sleep 5; done
+    echo "$(date +%T) $stage has finished: continuing${pids:- nothing}"
+    ;;
   status)
     for t in "${TABLES[@]}"; do
       set -- $t
       if [ -d "$RUNS/$1" ]; then xlpe experiment status "$RUNS/$1" | sed -n 1,3p; fi
     done
     ;;
-  *) sed -n 2,7p "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n 2,10p "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac
