@@ -111,6 +111,23 @@ def test_second_run_is_cached(setup, caplog):
     assert again["results"]["pairs"] == json.loads(json.dumps(r["results"]["pairs"]))
 
 
+def test_an_ssa_option_retrains_ssa_and_not_tlm(setup, tmp_path, caplog):
+    """A stage's cache key holds its own training options only: changing how SSA trains keeps the TLM model."""
+    import copy
+    import shutil
+    d, out, doc, r = setup
+    run2 = tmp_path / "run"
+    shutil.copytree(out, run2)
+    doc2 = copy.deepcopy(doc)
+    doc2["train"]["ssa_trainable"] = "upto"
+    caplog.set_level("INFO")
+    ca.run_experiment(ca.CrossAlignRecipeConfig.from_dict(doc2), run2, only=["table2"])
+    assert "stage train-ende-s42-tlm: cached" in caplog.text
+    assert "stage train-ende-s42-ssa: running" in caplog.text
+    started = json.loads((run2 / "train-ende-s42-ssa" / "started.json").read_text())
+    assert started["params"]["train"]["ssa_trainable"] == "upto" and "tlm_lr" not in started["params"]["train"]
+
+
 def test_cli_runs_one_table_from_the_cache(setup, tmp_path, capsys):
     d, out, doc, r = setup
     lines = []

@@ -235,6 +235,21 @@ def test_ssa_trains_only_the_alignment_layer(corpus):
         assert freeze or emb & changed
 
 
+def test_ssa_upto_trains_every_layer_up_to_c_and_nothing_else(corpus, tmp_path):
+    al = aligner(m=2, n=2)                                              # c = 3: self layers 0, 1 and cross layer 0
+    before = {k: v.clone() for k, v in al.model.state_dict().items()}
+    res = ct.train_stage("ssa", al, *corpus, tmp_path / "x", _quick(ssa_lr=1e-2, ssa_trainable="upto"))
+    changed = {k for k, v in res.aligner.model.state_dict().items() if not torch.equal(v, before[k])}
+    assert {k.split(".")[0] + "." + k.split(".")[1] for k in changed} == {"self_layers.0", "self_layers.1",
+                                                                          "cross_layers.0"}
+    with pytest.raises(ConfigError, match="ssa_trainable"):                   # resuming under another setting
+        ct.train_stage("ssa", aligner(m=2, n=2), *corpus, tmp_path / "x", _quick(ssa_max_steps=3))
+    with pytest.raises(ConfigError, match="ssa_trainable must be"):
+        _quick(ssa_trainable="all")
+    with pytest.raises(ConfigError, match="beyond the model's 4 layers"):
+        ct.set_trainable(aligner(m=2, n=2).model, "ssa", 5)
+
+
 def test_tlm_cross_only_keeps_the_encoders_own_weights(corpus, tmp_path):
     al = aligner()
     before = {k: v.clone() for k, v in al.model.state_dict().items()}

@@ -48,6 +48,7 @@ log = logging.getLogger(__name__)
 
 STAGES = ("tlm", "ssa")
 TLM_TRAINABLE = ("all", "cross")
+SSA_TRAINABLE = ("align", "upto")
 DONE = "DONE.json"
 
 
@@ -69,6 +70,10 @@ class TrainConfig:
     ssa_max_steps: int = option(5_000, "stage 2 cap on optimiser updates")
     ssa_accumulation: int = option(1, "stage 2 batches per update (1 in the authors' script, 4 in the paper)")
     label_threshold: float = option(1e-3, "SSA: tau with which the frozen stage-1 model labels the data")
+    ssa_trainable: str = option("align", "SSA: 'align' (layer c only, the paper) or 'upto' (every layer up to c: "
+                                         "the encoder's own layers as awesome-align fine-tunes them, and the cross "
+                                         "layers up to c; the labels still come from the frozen stage-1 model) [I]",
+                                choices=SSA_TRAINABLE)
     freeze_embeddings: bool = option(True, "SSA: freeze the embeddings too (only layer c trains); "
                                            "--no-freeze-embeddings = the authors' code")
     clip_norm: float = option(1.0, "gradient norm clipping (0 = none)")
@@ -94,6 +99,8 @@ class TrainConfig:
             raise ConfigError("mask_prob must be in (0, 1) and label_threshold in [0, 1)")
         if self.tlm_trainable not in TLM_TRAINABLE:
             raise ConfigError(f"tlm_trainable must be one of {', '.join(TLM_TRAINABLE)}, not {self.tlm_trainable!r}")
+        if self.ssa_trainable not in SSA_TRAINABLE:
+            raise ConfigError(f"ssa_trainable must be one of {', '.join(SSA_TRAINABLE)}, not {self.ssa_trainable!r}")
         if self.amp not in AMP_MODES:
             raise ConfigError(f"amp must be one of {', '.join(AMP_MODES)}, not {self.amp!r}")
         adam_kwargs(self.adam)                                  # refuses an unknown implementation
@@ -170,10 +177,10 @@ def ssa_loss(hs: Tensor, ht: Tensor, labels: Tensor, src_words: Tensor, tgt_word
 
 
 def set_trainable(model, stage: str, align_layer: int, freeze_embeddings: bool = True,
-                  tlm_trainable: str = "all") -> list:
+                  tlm_trainable: str = "all", ssa_trainable: str = "align") -> list:
     """Stage 1: every parameter (``tlm_trainable='cross'``: the cross layers and the MLM head's transform and bias
-    only; the output matrix is tied to the frozen word embeddings). Stage 2: layer ``c`` only (+ the embeddings
-    when not frozen)."""
+    only; the output matrix is tied to the frozen word embeddings). Stage 2: layer ``c`` only
+    (``ssa_trainable='upto'``: layers 1..c), + the embeddings when not frozen."""
     if stage == "tlm":
         for p in model.parameters():
             p.requires_grad_(tlm_trainable == "all")
@@ -182,14 +189,16 @@ def set_trainable(model, stage: str, align_layer: int, freeze_embeddings: bool =
                 p.requires_grad_(True)
             model.cls.predictions.bias.requires_grad_(True)
         return [p for p in model.parameters() if p.requires_grad]
-    m = len(model.self_layers)
     if align_layer < 1:
         raise ConfigError("SSA trains the alignment layer: align_layer must be >= 1")
-    layer = model.self_layers[align_layer - 1] if align_layer <= m else model.cross_layers[align_layer - m - 1]
+    layers = list(model.self_layers) + list(model.cross_layers)
+    if align_layer > len(layers):
+        raise ConfigError(f"align_layer {align_layer} is beyond the model's {len(layers)} layers")
     for p in model.parameters():
         p.requires_grad_(False)
-    for p in layer.parameters():
-        p.requires_grad_(True)
+    for layer in layers[align_layer - 1 if ssa_trainable == "align" else 0:align_layer]:
+        for p in layer.parameters():
+            p.requires_grad_(True)
     if not freeze_embeddings:
         for p in model.embeddings.parameters():
             p.requires_grad_(True)
@@ -310,8 +319,9 @@ def train_stage(stage: str, aligner: CrossAligner, src: str, tgt: str, out: str 
                 raise ConfigError(f"cannot resume from {resume_from}: it is a {ck.get('stage')} run of another model "
                                   "configuration; use another output directory or resume='none' in a new one")
             old = ck.get("train_config") or {}
-            keys = ("batch_size", "seed", f"{stage}_accumulation") + (("tlm_trainable",) if stage == "tlm" else ())
-            diff = [k for k in keys if old.get(k, "all" if k == "tlm_trainable" else None) != getattr(cfg, k)]
+            keys = ("batch_size", "seed", f"{stage}_accumulation", f"{stage}_trainable")
+            before = {"tlm_trainable": "all", "ssa_trainable": "align"}        # checkpoints older than the option
+            diff = [k for k in keys if old.get(k, before.get(k)) != getattr(cfg, k)]
             if len(ck["rng"]) != dist_.world:
                 diff.append("the number of processes")
             if diff:
@@ -319,7 +329,8 @@ def train_stage(stage: str, aligner: CrossAligner, src: str, tgt: str, out: str 
                                   "interrupted run; keep them, or start a new run")
             aligner.model.load_state_dict(ck["model"])
         model = aligner.model.to(device)
-        params = set_trainable(model, stage, acfg.align_layer, cfg.freeze_embeddings, cfg.tlm_trainable)
+        params = set_trainable(model, stage, acfg.align_layer, cfg.freeze_embeddings, cfg.tlm_trainable,
+                               cfg.ssa_trainable)
         lr, epochs, max_steps, accum = cfg.stage(stage)
         sampler = PairSampler(len(data), cfg.batch_size, cfg.seed, dist_.rank, dist_.world)
         total = max(1, min(max_steps, math.ceil(epochs * sampler.per_epoch / accum)))

@@ -379,8 +379,11 @@ class _Run:
         p = self.data[pair]["paths"]
         cfg = self.train_config(stage, seed, extra)
         opts = self.model_options(n) if stage == "tlm" else {}
+        other = ("ssa_", "label_threshold", "freeze_embeddings") if stage == "tlm" else ("tlm_", "mask_prob")
+        train_key = {k: v for k, v in dataclasses.asdict(cfg).items()        # the other stage's options: no retraining
+                     if not k.startswith(other) and k not in ("progress", "device")}
         params = {"init": file_sig(*_weights(init)), "text": file_sig(p["train.src"], p["train.tgt"]),
-                  "train": dataclasses.asdict(cfg) | {"progress": None, "device": None}, "model": opts}
+                  "train": train_key, "model": opts}
 
         def fn(sd: Path) -> dict:
             res = train(init, p["train.src"], p["train.tgt"], sd, cfg, stages=(stage,), model_options=opts or None)
