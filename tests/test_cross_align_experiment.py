@@ -128,6 +128,50 @@ def test_an_ssa_option_retrains_ssa_and_not_tlm(setup, tmp_path, caplog):
     assert started["params"]["train"]["ssa_trainable"] == "upto" and "tlm_lr" not in started["params"]["train"]
 
 
+def test_trained_layer_dev_extracts_at_the_dev_best_layer(setup, tmp_path, monkeypatch):
+    """experiment.trained_layer = "dev": a trained model's links come from its dev-best layer, not from c. The dev
+    sweep of the SSA model is doctored so that the layer above c is perfect on dev."""
+    import copy
+    import shutil
+    from xlpe.align.crossalign import CrossAligner
+    d, out, doc, r = setup
+    run2 = tmp_path / "run"
+    shutil.copytree(out, run2)
+    shutil.rmtree(run2 / "dev-ssa")
+    real_sweep = ca.sweep
+
+    def sweep(aligner, *a, **k):
+        grid = real_sweep(aligner, *a, **k)
+        top = max(grid)
+        grid[top]["argmax"] = [grid[top]["argmax"][3]] * 4                 # |A∩S| = |A∩P| = |A| = |S|: AER 0
+        return grid
+    monkeypatch.setattr(ca, "sweep", sweep)
+    calls, real_extract = [], ca._extract
+
+    def extract(model_dir, pair_paths, **kw):
+        calls.append((str(model_dir), kw))
+        return real_extract(model_dir, pair_paths, **kw)
+    monkeypatch.setattr(ca, "_extract", extract)
+    doc2 = copy.deepcopy(doc)
+    doc2["experiment"]["trained_layer"] = "dev"
+    res = ca.run_experiment(ca.CrossAlignRecipeConfig.from_dict(doc2), run2, only=["table2"])["results"]
+    ch = res["choices"]
+    top = ch["m"] + ch["n"]
+    assert ch["ssa_layer"] == top != ch["m"] + 1 and ch["ssa_extraction"] == "argmax" and ch["dev_ssa_aer"] == 0
+    al = CrossAligner.from_pretrained(run2 / "train-ende-s42-ssa" / "ssa" / "model")
+    src = (d / "ende" / "gold.src").read_text().splitlines()
+    tgt = (d / "ende" / "gold.tgt").read_text().splitlines()
+    want = al.align(src, tgt, layer=top, method="argmax", null_sink="none")
+    ssa_calls = [kw for m, kw in calls if "train-ende-s42-ssa" in m]
+    assert [kw.get("layer") for kw in ssa_calls] == [top]                  # the new key: extracted again, at top
+    lengths = [(len(a.split()), len(b.split())) for a, b in zip(src, tgt)]
+    assert list(read_alignments(run2 / "links-ende" / "ssa-s42.align", 0, lengths=lengths)) == want
+    assert f"at layer {top} (the dev-best layer)" in (run2 / "report.md").read_text()
+    doc2["experiment"]["trained_layer"] = "best"
+    with pytest.raises(ConfigError, match="trained_layer"):
+        ca.CrossAlignRecipeConfig.from_dict(doc2).validate()
+
+
 def test_cli_runs_one_table_from_the_cache(setup, tmp_path, capsys):
     d, out, doc, r = setup
     lines = []

@@ -87,6 +87,9 @@ class CrossAlignExperiment:
     # the extractors the dev set chooses from for the trained models (model.threshold = "dev"): "softmax" (the
     # paper's, at the best τ of `thresholds`) and/or "argmax" (mutual argmax, as the untrained baseline may use)
     trained_extractors: list[str] = field(default_factory=lambda: ["softmax", "argmax"])
+    # the layer a trained model's links come from: "c" (its alignment layer, the paper) or "dev" (its dev-best
+    # layer, with the extractor; SSA with train.ssa_trainable = "upto" also improves the layers below c) [I]
+    trained_layer: str = "c"
     eflomal_sym: str = "grow-diag-final-and"
     bootstrap_samples: int = 1000
     batch_size: int = 32               # extraction batch
@@ -132,6 +135,8 @@ class CrossAlignRecipeConfig:
             raise ConfigError("experiment.seeds and experiment.thresholds (each in [0, 1)) must not be empty")
         if not e.trained_extractors or set(e.trained_extractors) - {"softmax", "argmax"}:
             raise ConfigError("experiment.trained_extractors: one or both of 'softmax', 'argmax'")
+        if e.trained_layer not in ("c", DEV):
+            raise ConfigError(f"experiment.trained_layer: 'c' or 'dev', not {e.trained_layer!r}")
         model = {k: v for k, v in self.model.items() if v != DEV}
         for k, v in self.model.items():
             if v == DEV and k not in ("m", "threshold"):
@@ -354,8 +359,9 @@ class _Run:
         _, tau, _ = _best(grid, layers=[c], keys=list(e.thresholds))
         keys = (list(e.thresholds) if "softmax" in e.trained_extractors else []) + (
             ["argmax"] if "argmax" in e.trained_extractors else [])
-        _, ext, aer = _best(grid, layers=[c], keys=keys)
-        self.choices.update({f"{name}_threshold": tau, f"{name}_extractor": ext, f"dev_{name}_aer": aer})
+        lay, ext, aer = _best(grid, layers=[c] if e.trained_layer == "c" else None, keys=keys)
+        self.choices.update({f"{name}_threshold": tau, f"{name}_extractor": ext, f"dev_{name}_aer": aer,
+                             f"{name}_layer": lay})
         return grid
 
     # training -------------------------------------------------------------------------------------------------
@@ -495,10 +501,11 @@ def run_experiment(cfg: CrossAlignRecipeConfig, out: str | os.PathLike, only: li
         for stage in ("tlm", "ssa"):
             ext = ch[f"{stage}_extractor"] if cfg.model.get("threshold", DEV) == DEV else float(cfg.model["threshold"])
             ch[f"{stage}_extraction"] = ext
+            at = {"layer": ch[f"{stage}_layer"]} if e.trained_layer == DEV else {}      # else the model's own c
             systems[pair][f"+{stage}"] = [run.links(pair, f"{stage}-s{seed}", _Make(
-                {"model": file_sig(*_weights(trained[(pair, seed, stage)])), "extraction": ext},
+                {"model": file_sig(*_weights(trained[(pair, seed, stage)])), "extraction": ext, **at},
                 lambda m=trained[(pair, seed, stage)], pp=pp, ext=ext: _extract(
-                    m, pp, trained=True, batch_size=e.batch_size, **_extraction(ext)))) for seed in e.seeds]
+                    m, pp, trained=True, batch_size=e.batch_size, **_extraction(ext), **at))) for seed in e.seeds]
         if "table3" in chosen:                  # Cross-Align before any training: random cross-attention
             def untrained_ca(v=v, pp=pp, seed=e.seeds[0]):
                 from xlpe.align.crossalign import CrossAligner
@@ -525,6 +532,7 @@ def run_experiment(cfg: CrossAlignRecipeConfig, out: str | os.PathLike, only: li
             fig3[n] = {"tlm": ch.pop(f"dev_fig3-n{n}-tlm_aer"), "ssa": ch.pop(f"dev_fig3-n{n}-ssa_aer"),
                        "tlm_extraction": ch.pop(f"fig3-n{n}-tlm_extractor"),
                        "ssa_extraction": ch.pop(f"fig3-n{n}-ssa_extractor"),
+                       "tlm_layer": ch.pop(f"fig3-n{n}-tlm_layer"), "ssa_layer": ch.pop(f"fig3-n{n}-ssa_layer"),
                        "label_tau": ch.pop(f"fig3-n{n}-tlm_threshold"), "ssa_tau": ch.pop(f"fig3-n{n}-ssa_threshold"),
                        "grids": {"tlm": g1, "ssa": g2}}
     from xlpe.experiments.cross_align_report import plot_figures, render_report, summarise

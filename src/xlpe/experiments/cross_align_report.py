@@ -17,7 +17,7 @@ DEV = "dev"
 
 ROWS = {"eflomal": "eflomal + {sym}", "untrained-argmax": "untrained encoder, mutual argmax (layer {la})",
         "untrained-softmax": "untrained encoder, softmax τ={ts:g} (layer {ls})",
-        "no-training": "Cross-Align, no training ({ssa})",
+        "no-training": "Cross-Align, no training ({nt})",
         "+tlm": "+TLM ({tlm})", "+ssa": "++SSA (Cross-Align, {ssa})"}
 
 
@@ -73,7 +73,10 @@ def render_report(cfg, results: dict, chosen: set[str]) -> str:
     seeds = len(e.seeds)
     fmt = {"sym": e.eflomal_sym, "la": ch["untrained_argmax_layer"], "ls": ch["untrained_softmax_layer"],
            "ts": ch["untrained_softmax_threshold"], "tlm": _ext_name(ch.get("tlm_extraction", 0)),
-           "ssa": _ext_name(ch.get("ssa_extraction", 0))}
+           "ssa": _ext_name(ch.get("ssa_extraction", 0)), "nt": _ext_name(ch.get("ssa_extraction", 0))}
+    if e.trained_layer != "c":
+        for stage in ("tlm", "ssa"):
+            fmt[stage] += f", layer {ch.get(f'{stage}_layer')}"
     pruned = " (vocabulary pruned to each pair's text)" if e.prune_vocab else ""
     lines = ["# Cross-Align (Lai et al. 2022) at small scale", "",
              f"Encoder: `{e.encoder}`{pruned}; "
@@ -115,7 +118,8 @@ def render_report(cfg, results: dict, chosen: set[str]) -> str:
             if cfg.model.get("threshold", DEV) == DEV:
                 src = (f"the best of {', '.join(e.trained_extractors)} on the dev set, "
                        f"dev AER {100 * ch[f'dev_{stage}_aer']:.1f}")
-            lines.append(f"- {stage.upper()} model extraction at c: {_ext_name(ch[f'{stage}_extraction'])} ({src})")
+            at = "c" if e.trained_layer == "c" else f"layer {ch[f'{stage}_layer']} (the dev-best layer)"
+            lines.append(f"- {stage.upper()} model extraction at {at}: {_ext_name(ch[f'{stage}_extraction'])} ({src})")
     if cfg.train.get("label_threshold") == DEV and "tlm_threshold" in ch:
         lines.append(f"- SSA label τ={ch['tlm_threshold']:g}: the stage-1 model's best τ on the dev set")
     for k, v in e.chosen_on.items():
