@@ -112,7 +112,8 @@ def test_second_run_is_cached(setup, caplog):
 
 
 def test_an_ssa_option_retrains_ssa_and_not_tlm(setup, tmp_path, caplog):
-    """A stage's cache key holds its own training options only: changing how SSA trains keeps the TLM model."""
+    """A stage's cache key holds its own training options only: changing how SSA trains keeps the TLM model, and
+    options of how a run is carried out (checkpoint interval) retrain nothing."""
     import copy
     import shutil
     d, out, doc, r = setup
@@ -120,6 +121,7 @@ def test_an_ssa_option_retrains_ssa_and_not_tlm(setup, tmp_path, caplog):
     shutil.copytree(out, run2)
     doc2 = copy.deepcopy(doc)
     doc2["train"]["ssa_trainable"] = "upto"
+    doc2["train"]["save_every"] = 7                                     # how it runs, not what it learns
     caplog.set_level("INFO")
     ca.run_experiment(ca.CrossAlignRecipeConfig.from_dict(doc2), run2, only=["table2"])
     assert "stage train-ende-s42-tlm: cached" in caplog.text

@@ -205,6 +205,10 @@ def sweep(aligner, src: list[str], tgt: list[str], gold: list, *, layers: list[i
     return out
 
 
+# TrainConfig options that change how a run is carried out, not what it learns: not part of a stage's key
+RUN_ONLY = ("progress", "device", "save_every", "keep_last", "log_every", "resume")
+
+
 def _best(grid: dict, layers: list[int] | None = None, keys: list | None = None) -> tuple[int, Any, float]:
     """``(layer, key, AER)`` with the lowest AER (ties: the earlier layer, then the earlier key)."""
     best = None
@@ -387,7 +391,7 @@ class _Run:
         opts = self.model_options(n) if stage == "tlm" else {}
         other = ("ssa_", "label_threshold", "freeze_embeddings") if stage == "tlm" else ("tlm_", "mask_prob")
         train_key = {k: v for k, v in dataclasses.asdict(cfg).items()        # the other stage's options: no retraining
-                     if not k.startswith(other) and k not in ("progress", "device")}
+                     if not k.startswith(other) and k not in RUN_ONLY}
         params = {"init": file_sig(*_weights(init)), "text": file_sig(p["train.src"], p["train.tgt"]),
                   "train": train_key, "model": opts}
 
