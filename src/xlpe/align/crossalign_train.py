@@ -320,8 +320,8 @@ def train_stage(stage: str, aligner: CrossAligner, src: str, tgt: str, out: str 
                                   "configuration; use another output directory or resume='none' in a new one")
             old = ck.get("train_config") or {}
             keys = ("batch_size", "seed", f"{stage}_accumulation", f"{stage}_trainable")
-            before = {"tlm_trainable": "all", "ssa_trainable": "align"}        # checkpoints older than the option
-            diff = [k for k in keys if old.get(k, before.get(k)) != getattr(cfg, k)]
+            defaults = {f.name: f.default for f in dataclasses.fields(TrainConfig)}   # checkpoints older than an option
+            diff = [k for k in keys if old.get(k, defaults[k]) != getattr(cfg, k)]
             if len(ck["rng"]) != dist_.world:
                 diff.append("the number of processes")
             if diff:
