@@ -52,6 +52,10 @@ def test_dpe_recipe_end_to_end(tmp_path):
     assert set(runs) == {f"{n}/seed1" for n in ("baseline", "dpe", "dpe-l0", "deeper", "2pt-reorderer", "2pt")}
     # Table 5: the deeper control has exactly the parameters of DPE (N_dpe = 2 more encoder layers)
     assert s["deeper"]["params"] == s["dpe"]["params"] > s["baseline"]["params"]
+    # ... and DPE is compared with it directly: the same hypotheses as its comparison with the baseline
+    vs = s["dpe"]["vs_deeper"]["compare_bleu"]
+    assert vs["base_mean"] == s["deeper"]["tests"]["test"]["bleu"][0]
+    assert vs["sys_mean"] == s["dpe"]["tests"]["test"]["bleu"][0]
     # λ = 0: DPE layers trained without the reordering loss (the weight reaches the trainer)
     assert runs["dpe-l0/seed1"]["pe"] == ["dpe"]
     started = json.loads((out / "runs" / "dpe-l0" / "seed1" / "started.json").read_text())
@@ -76,6 +80,7 @@ def test_dpe_recipe_end_to_end(tmp_path):
     assert (out / "plots" / "bleu.png").exists()
     assert "## Dev learning curve of the baseline (APE)" in report and "| 2 | 1 |" in report
     assert "- 2PT vs baseline: " in report and "\n  - chrF: " in report
+    assert "| +DPE vs the deeper control |" in report and "- +DPE vs baseline +2 encoder layers: " in report
     stamps = {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("done.json")}
     assert main(["experiment", "dpe", "--config", str(cfg), "--out", str(out), "--only", "table3"]) == 0
     assert {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("done.json")} == stamps     # cached

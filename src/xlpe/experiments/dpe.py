@@ -326,8 +326,8 @@ def _probe(out: Path, runs: dict, spm: str, test_src: str, test_targets: str) ->
 
 def summarise(cfg: DPEConfig, results: dict, p: dict) -> dict:
     """Every system's mean ± std over its seeds and its seed-aware comparisons: DPE, the deeper control and the
-    XL systems against the baseline (and the XL systems against DPE), λ = 0 against the baseline, 2PT against
-    the baseline; the reorderer against the oracle reordered source."""
+    XL systems against the baseline (and the XL systems against DPE, DPE against the deeper control), λ = 0
+    against the baseline, 2PT against the baseline; the reorderer against the oracle reordered source."""
     e, runs = cfg.experiment, results["runs"]
     refs = {"test": read_text(p["test_tgt"])}
     names = sorted({k.rsplit("/", 1)[0] for k in runs})
@@ -346,6 +346,9 @@ def summarise(cfg: DPEConfig, results: dict, p: dict) -> dict:
         if n in e.xl_systems and "dpe" in names:
             s[n]["vs_dpe"] = system_summary(runs, n, "dpe", refs, seeds=seeds,
                                             resamples=e.bootstrap_samples)["tests"]["test"]
+        if n == "dpe" and "deeper" in names:        # Table 5's question: is DPE's effect more than its depth?
+            s[n]["vs_deeper"] = system_summary(runs, n, "deeper", refs, seeds=seeds,
+                                               resamples=e.bootstrap_samples)["tests"]["test"]
     for n, pr in results.get("probe", {}).items():
         sysname = n.rsplit("/", 1)[0]
         s.setdefault(sysname, {}).setdefault("probe", []).append(pr)

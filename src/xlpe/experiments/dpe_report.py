@@ -74,6 +74,11 @@ def render_report(cfg, results: dict, tables: set[str]) -> str:
         table("Table 5 analogue: a parameter-matched control (the baseline with N_dpe more encoder layers)",
               [("baseline", "baseline (APE)"), ("deeper", f"baseline +{e.dpe_layers} encoder layers"),
                ("dpe", "+DPE")])
+        c = s.get("dpe", {}).get("vs_deeper", {})
+        if c.get("compare_bleu"):
+            L += ["", "| +DPE vs the deeper control | Δ BLEU | p (bootstrap / seeds) | verdict |", "|---|---|---|---|",
+                  f"| +DPE | {c['compare_bleu']['delta']:+.2f} | {p_cell(c['compare_bleu'])} | {c['verdict_bleu']} |"]
+            claims += claim_lines(f"+DPE vs baseline +{e.dpe_layers} encoder layers", c)
         for key, what in (("speed_vs_baseline", "Training speed (tokens/s)"),
                           ("decode_speed_vs_baseline", "Decoding speed (sentences/s, beam search)")):
             sp = [f"{n} {s[n][key]:.2f}×" for n in ("dpe", "deeper") if key in s.get(n, {})]
