@@ -71,14 +71,28 @@ def parse_pairs(items: Iterable[str], what: str, value=str) -> dict[str, Any]:
     return out
 
 
+def _like(old: Any, new: Any) -> Any:
+    """``new`` as a float where it overrides a float (``3`` over ``1.0`` is ``3.0``), element-wise in lists:
+    a recipe's cache keys hash the values, so ``--set x=3`` and a config that says ``x = 3.0`` must agree."""
+    def is_int(v):
+        return isinstance(v, int) and not isinstance(v, bool)
+    if isinstance(old, float) and is_int(new):
+        return float(new)
+    if isinstance(old, list) and old and all(isinstance(v, float) for v in old) and isinstance(new, list):
+        return [float(v) if is_int(v) else v for v in new]
+    return new
+
+
 def apply_sets(doc: dict[str, Any], sets: Iterable[str]) -> dict[str, Any]:
-    """``--set SECTION.KEY=VALUE`` overrides (TOML values) applied to ``doc``, in place; returns it."""
+    """``--set SECTION.KEY=VALUE`` overrides (TOML values) applied to ``doc``, in place; returns it. An integer
+    that overrides a float becomes a float (:func:`_like`)."""
     for item in sets:
         key = item.split("=", 1)[0]
         if "=" not in item or "." not in key:
             raise ConfigError(f"--set expects SECTION.KEY=VALUE, got {item!r}")
         section, name = key.split(".", 1)
-        doc.setdefault(section, {})[name] = parse_value(item.split("=", 1)[1])
+        table = doc.setdefault(section, {})
+        table[name] = _like(table.get(name), parse_value(item.split("=", 1)[1]))
     return doc
 
 
