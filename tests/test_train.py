@@ -598,6 +598,36 @@ def test_limit_onednn_caches_bounds_the_memory_of_many_bf16_shapes():
         limit_onednn_caches(0)
 
 
+def test_bf16_without_bf16_hardware_is_said_once(monkeypatch, caplog, toy, tmp_path):
+    """bf16 asked for on a CPU without AVX512-BF16 / AMX (torch emulates it: slower than float32, not faster) gets a
+    warning naming the float32 setting, once per setting, from training (autocast and bf16-pure) and decoding; a CPU
+    with the instructions, or one torch cannot tell about, gets none."""
+    import xlpe.runtime as rt
+    from xlpe.infer.translate import check_dtype
+    monkeypatch.setattr(rt.platform, "machine", lambda: "x86_64")
+    monkeypatch.setattr(rt, "_WARNED_BF16", set())
+    for has in (False, True):
+        monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False, raising=False)
+        monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda has=has: has, raising=False)
+        assert rt.native_bf16("cpu") is has
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False, raising=False)
+    caplog.set_level("WARNING", logger="xlpe.runtime")
+    rt.autocast_context("bf16", torch.device("cpu"))
+    rt.autocast_context("bf16", torch.device("cpu"))
+    rt.autocast_context("none", torch.device("cpu"))
+    check_dtype("bfloat16", torch.device("cpu"))
+    check_dtype("float32", torch.device("cpu"))
+    said = [r.getMessage() for r in caplog.records if r.name == "xlpe.runtime"]
+    assert len(said) == 2 and "--amp none" in said[0] and "--dtype float32" in said[1], said
+    assert all("no AVX512-BF16 or AMX" in m for m in said)
+    monkeypatch.setattr(rt, "_WARNED_BF16", set())
+    caplog.clear()
+    train(tiny_model_config(), quick_train_config(tmp_path / "p", max_updates=1, amp="bf16-pure"), _data(toy))
+    assert any("--amp none" in r.getMessage() for r in caplog.records if r.name == "xlpe.runtime")
+    monkeypatch.setattr(rt.platform, "machine", lambda: "aarch64")        # torch's checks are x86 instructions
+    assert rt.native_bf16("cpu") is None and not rt.warn_if_emulated_bf16("cpu", "x")
+
+
 def test_adam_implementations_are_one_algorithm(toy, tmp_path, monkeypatch, caplog):
     """``adam = fused | foreach | for-loop`` reaches torch's Adam and trains the same model up to rounding; a
     checkpoint from before the option (no ``adam`` in it: the for-loop) resumed with another one says so."""

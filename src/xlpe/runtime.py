@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import json
+import logging
 import os
 import platform
 import random
@@ -31,6 +32,8 @@ import torch
 
 from xlpe.errors import ConfigError, XlpeError
 from xlpe.io.atomic import atomic_write
+
+log = logging.getLogger("xlpe.runtime")
 
 
 # -- devices and processes ------------------------------------------------------------------------------
@@ -238,14 +241,47 @@ def limit_onednn_caches(capacity: int = 64) -> bool:
     return True
 
 
+def native_bf16(device: torch.device | str) -> bool | None:
+    """Whether ``device`` has bf16 arithmetic in hardware: a GPU by torch's own check, an x86-64 CPU by its
+    AVX512-BF16 or AMX instructions (what oneDNN's bf16 matrix products use); ``None`` where torch cannot tell
+    (other CPUs, other devices)."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return bool(torch.cuda.is_bf16_supported())
+    if device.type != "cpu" or platform.machine().lower() not in ("x86_64", "amd64"):
+        return None
+    checks = [getattr(torch.cpu, name, None) for name in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")]
+    checks = [c for c in checks if callable(c)]          # private helpers of torch.cpu: absent in some releases
+    return any(c() for c in checks) if checks else None
+
+
+_WARNED_BF16: set[str] = set()
+
+
+def warn_if_emulated_bf16(device: torch.device | str, fix: str) -> bool:
+    """Log a warning (once per ``fix``) when bf16 was asked for on a device without bf16 hardware: there the
+    products are emulated and run slower than float32, not faster. ``fix`` says what to set instead. Returns
+    whether it warned."""
+    if native_bf16(device) is not False:
+        return False
+    if fix not in _WARNED_BF16:
+        _WARNED_BF16.add(fix)
+        log.warning("bf16 on a %s without bf16 instructions (no AVX512-BF16 or AMX): torch emulates it, slower "
+                    "than float32 on this machine; %s", torch.device(device).type, fix)
+    return True
+
+
 def autocast_context(amp: str, device: torch.device) -> Callable[[], contextlib.AbstractContextManager]:
-    """A factory of autocast contexts: ``none`` (a no-op), ``bf16`` (GPU or CPU) or ``fp16`` (GPU only)."""
+    """A factory of autocast contexts: ``none`` (a no-op), ``bf16`` (GPU or CPU) or ``fp16`` (GPU only).
+    ``bf16`` on a CPU without bf16 instructions works, but slowly: :func:`warn_if_emulated_bf16` says so."""
     if amp not in AMP_MODES:
         raise ConfigError(f"amp must be one of {', '.join(AMP_MODES)}, not {amp!r}")
     if amp == "none":
         return contextlib.nullcontext
     if amp == "fp16" and device.type != "cuda":
         raise ConfigError("amp='fp16' needs a GPU; on CPU use amp='bf16'")
+    if amp == "bf16":
+        warn_if_emulated_bf16(device, "amp = 'none' (--amp none) trains in float32")
     dtype = torch.bfloat16 if amp == "bf16" else torch.float16
     return lambda: torch.autocast(device_type=device.type, dtype=dtype)
 

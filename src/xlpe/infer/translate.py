@@ -28,7 +28,7 @@ from xlpe.data.channels import ChannelSource, IterableSource, as_source
 from xlpe.data.subword import SubwordModel
 from xlpe.errors import ConfigError, FormatError
 from xlpe.io.text import read_lines, tokenize
-from xlpe.runtime import resolve_device
+from xlpe.runtime import resolve_device, warn_if_emulated_bf16
 from xlpe.io.atomic import check_outputs
 from xlpe.nn.positions import required_inputs
 from xlpe.sources import check_channels, open_source, open_sources, with_trees, with_xl_shortcuts
@@ -62,6 +62,8 @@ def check_dtype(dtype: str, device: torch.device) -> None:
         raise ConfigError(f"unknown decoding dtype {dtype!r}; valid: {', '.join(DTYPES)}")
     if dtype == "float16" and device.type == "cpu":
         raise ConfigError("dtype float16 needs a GPU; on CPU use bfloat16")
+    if dtype == "bfloat16":
+        warn_if_emulated_bf16(device, "dtype float32 (--dtype float32) decodes in float32")
 
 
 def decoding_model(model: torch.nn.Module, dtype: str = "float32",

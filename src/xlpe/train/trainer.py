@@ -50,7 +50,8 @@ from xlpe.nn.positions import aux_loss_weights, required_inputs, required_target
 from xlpe.nn.transformer import build_model, count_parameters
 from xlpe.runtime import (Distributed, MetricsLog, adam_kwargs, autocast_context, get_rng_state, init_distributed,
                           limit_onednn_caches, progress_bar, release_freed_memory, resolve_device, resume_path,
-                          retain_freed_memory, seed_all, set_rng_state, unwrap, write_run_info)
+                          retain_freed_memory, seed_all, set_rng_state, unwrap, warn_if_emulated_bf16,
+                          write_run_info)
 from xlpe.sources import check_channels, open_sources
 from xlpe.train.config import PRE_OPTION_VALUES, RESUME_FIXED, DataConfig, TrainConfig
 from xlpe.train.losses import combine_losses, projected_label_smoothed_nll
@@ -152,6 +153,8 @@ def train(model_cfg, train_cfg: TrainConfig, data: DataConfig) -> TrainResult:
         # bf16 products: oneDNN's caches would keep a primitive per batch shape (peak RSS; docs/results/speed.md)
         limit_onednn_caches()
         pure = cfg.amp == "bf16-pure"         # bf16 model, float32 master weights (xlpe.train.master)
+        if pure:
+            warn_if_emulated_bf16(device, "amp = 'none' (--amp none) trains in float32")
         autocast = autocast_context("none" if pure else cfg.amp, device)
         out = Path(cfg.out)
         if out.exists() and not out.is_dir():
