@@ -256,6 +256,8 @@ def native_bf16(device: torch.device | str) -> bool | None:
 
 
 _WARNED_BF16: set[str] = set()
+#: what :func:`warn_if_emulated_bf16` tells a training run to set instead
+AMP_FP32_FIX = "amp = 'none' (--amp none) trains in float32"
 
 
 def warn_if_emulated_bf16(device: torch.device | str, fix: str) -> bool:
@@ -281,7 +283,7 @@ def autocast_context(amp: str, device: torch.device) -> Callable[[], contextlib.
     if amp == "fp16" and device.type != "cuda":
         raise ConfigError("amp='fp16' needs a GPU; on CPU use amp='bf16'")
     if amp == "bf16":
-        warn_if_emulated_bf16(device, "amp = 'none' (--amp none) trains in float32")
+        warn_if_emulated_bf16(device, AMP_FP32_FIX)
     dtype = torch.bfloat16 if amp == "bf16" else torch.float16
     return lambda: torch.autocast(device_type=device.type, dtype=dtype)
 

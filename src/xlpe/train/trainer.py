@@ -48,9 +48,9 @@ from xlpe.nn.checkpoint import checkpoint_path, load_checkpoint, prune_checkpoin
 from xlpe.nn.config import TransformerConfig
 from xlpe.nn.positions import aux_loss_weights, required_inputs, required_targets
 from xlpe.nn.transformer import build_model, count_parameters
-from xlpe.runtime import (Distributed, MetricsLog, adam_kwargs, autocast_context, get_rng_state, init_distributed,
-                          limit_onednn_caches, progress_bar, release_freed_memory, resolve_device, resume_path,
-                          retain_freed_memory, seed_all, set_rng_state, unwrap, warn_if_emulated_bf16,
+from xlpe.runtime import (AMP_FP32_FIX, Distributed, MetricsLog, adam_kwargs, autocast_context, get_rng_state,
+                          init_distributed, limit_onednn_caches, progress_bar, release_freed_memory, resolve_device,
+                          resume_path, retain_freed_memory, seed_all, set_rng_state, unwrap, warn_if_emulated_bf16,
                           write_run_info)
 from xlpe.sources import check_channels, open_sources
 from xlpe.train.config import PRE_OPTION_VALUES, RESUME_FIXED, DataConfig, TrainConfig
@@ -154,7 +154,7 @@ def train(model_cfg, train_cfg: TrainConfig, data: DataConfig) -> TrainResult:
         limit_onednn_caches()
         pure = cfg.amp == "bf16-pure"         # bf16 model, float32 master weights (xlpe.train.master)
         if pure:
-            warn_if_emulated_bf16(device, "amp = 'none' (--amp none) trains in float32")
+            warn_if_emulated_bf16(device, AMP_FP32_FIX)
         autocast = autocast_context("none" if pure else cfg.amp, device)
         out = Path(cfg.out)
         if out.exists() and not out.is_dir():
