@@ -316,6 +316,62 @@ def test_kill_and_resume_of_stage1_is_exact(corpus, tmp_path, monkeypatch):
         ct.train_stage("tlm", aligner(), *corpus, tmp_path / "b", _quick(resume="none"))
 
 
+def test_ssa_labels_are_the_frozen_models_links_computed_once(corpus, tmp_path, caplog):
+    """The labels SSA trains on are the stage-1 model's extraction (layer c, softmax both ways at the label tau,
+    [CLS] null sink, "any" rule), computed in one pass and reused while the teacher, data and settings match."""
+    al = aligner(m=2, n=2)
+    data = ct.PairData(al, *corpus)
+    kw = dict(layer=3, threshold=0.2, device="cpu", autocast=__import__("contextlib").nullcontext, progress=False)
+    with caplog.at_level(logging.INFO, logger="xlpe.align.crossalign_train"):
+        links = ct.cached_labels(tmp_path / "l.npz", al.model, data, **kw)
+        want = al.align([s for s, _ in PAIRS], [t for _, t in PAIRS], layer=3, threshold=0.2, null_sink="cls")
+        got = [sorted(map(tuple, links.links[links.offsets[p]:links.offsets[p + 1]].tolist()))
+               for p in range(len(PAIRS))]
+        assert got == [sorted(a.possible) for a in want]
+        assert 0 < len(links.links) < sum(len(s.split()) * len(t.split()) for s, t in PAIRS)   # not trivial
+        # the batch tensor the loss sees: the same links, shaped by the batch's word indices
+        idx = [4, 0, 7]
+        b = data.batch(idx)
+        t = links.tensor(idx, b.words[:3], b.words[3:])
+        for row, p in enumerate(idx):
+            assert sorted(map(tuple, t[row].nonzero().tolist())) == got[p]
+        caplog.clear()
+        ct.cached_labels(tmp_path / "l.npz", al.model, data, **kw)
+        assert "labels read from" in caplog.text
+        for other in (dict(kw, threshold=0.3), kw):
+            caplog.clear()
+            model = al.model if other is not kw else aligner(m=2, n=2, seed=5).model      # another teacher
+            ct.cached_labels(tmp_path / "l.npz", model, data, **other)
+            assert "labelling again" in caplog.text
+
+
+def test_kill_and_resume_of_stage2_is_exact(corpus, tmp_path, monkeypatch):
+    cfg = _quick(ssa_max_steps=5, ssa_lr=1e-2, label_threshold=0.2)
+    straight = ct.train_stage("ssa", aligner(m=2, n=2), *corpus, tmp_path / "a", cfg)
+
+    class Killed(BaseException):
+        pass
+
+    real_save = ct.save_checkpoint
+
+    def save_then_die(path, state):
+        real_save(path, state)
+        if state["step"] == 3:
+            raise Killed
+
+    monkeypatch.setattr(ct, "save_checkpoint", save_then_die)
+    with pytest.raises(Killed):
+        ct.train_stage("ssa", aligner(m=2, n=2), *corpus, tmp_path / "b", cfg)
+    monkeypatch.setattr(ct, "save_checkpoint", real_save)
+    (tmp_path / "b" / ct.LABELS).unlink()                    # labelled again from the stage-1 model: the same
+    resumed = ct.train_stage("ssa", aligner(m=2, n=2), *corpus, tmp_path / "b", cfg)
+    assert resumed.step == 5
+    a, b = straight.aligner.model.state_dict(), resumed.aligner.model.state_dict()
+    assert any(not torch.equal(a[k], v) for k, v in aligner(m=2, n=2).model.state_dict().items())
+    for k in a:
+        assert torch.allclose(a[k], b[k], rtol=1e-6, atol=1e-7), k
+
+
 # -- saving, bad input, the command line ------------------------------------------------------------------------
 
 def test_save_and_load_give_identical_links(tmp_path):

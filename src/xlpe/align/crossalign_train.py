@@ -3,12 +3,16 @@
 * **TLM** (SPEC §7.3, paper Eq. 11): the source and the target are masked independently, 15% of the word
   pieces (never [CLS], [SEP] or pads), of those 80% -> [MASK], 10% -> a token drawn uniformly from the vocabulary,
   10% unchanged; the loss is ``CE_mean(src) + CE_mean(tgt)`` of the MLM head on the last layer's states.
-* **SSA** (SPEC §7.4, paper Eq. 12): the frozen stage-1 model labels each batch (word alignments at layer ``c``,
+* **SSA** (SPEC §7.4, paper Eq. 12): the frozen stage-1 model labels the data (word alignments at layer ``c``,
   τ = 0.001, [CLS] as null sink), mapped back to all piece pairs of linked words; a piece with no link points at
   the other side's [CLS]. The loss is the cross-entropy of ``P^f`` against ``G`` with the source-[CLS] row
   zeroed plus that of ``P^b`` against ``G`` with the target-[CLS] column zeroed, each divided by the number of
   real pieces, ``1e-10`` inside the log. Only layer ``c`` trains by default (``freeze_embeddings=False`` also
-  trains the embeddings, as the authors' code does).
+  trains the embeddings, as the authors' code does). The labels do not change while the student trains (the
+  teacher is frozen and runs without dropout), so they are computed once, in one pass over the data before the
+  first update, and kept in ``OUT/ssa_labels.npz`` under a digest of the teacher's weights, the data and the
+  labelling settings: every epoch and a resumed run read the same labels, and the teacher's forward pass leaves
+  the training step.
 * **The loop** (SPEC §7.5): AdamW (eps 1e-8, no weight decay), linear decay to 0 with no warm-up, gradient
   clipping at 1.0, gradient accumulation, optional bf16 autocast, ``torchrun`` DDP, checkpoints
   (:mod:`xlpe.nn.checkpoint` format) holding model, optimiser, scheduler, RNG states of every rank and the data
@@ -19,8 +23,8 @@
 from __future__ import annotations
 
 import contextlib
-import copy
 import dataclasses
+import hashlib
 import json
 import logging
 import math
@@ -50,6 +54,7 @@ STAGES = ("tlm", "ssa")
 TLM_TRAINABLE = ("all", "cross")
 SSA_TRAINABLE = ("align", "upto")
 DONE = "DONE.json"
+LABELS = "ssa_labels.npz"
 
 
 @dataclass
@@ -252,6 +257,92 @@ class PairData:
             words += [self.words[k][o[i]:o[i + 1]] for i in idx]
         return collate(ids, words, self.pad_id)
 
+    def lengths(self) -> np.ndarray:
+        """Source + target pieces of each pair."""
+        return np.diff(self.offsets[0]) + np.diff(self.offsets[1])
+
+    def digest(self) -> str:
+        h = hashlib.sha256()
+        for a in (*self.ids, *self.words, *self.offsets):
+            h.update(np.ascontiguousarray(a).tobytes())
+        return h.hexdigest()
+
+
+class WordLinks:
+    """Word links of every pair of a :class:`PairData`: ``links (L, 2)`` int32 rows ``(i, j)`` sorted by pair,
+    pair ``p`` owning ``links[offsets[p]:offsets[p + 1]]``."""
+
+    def __init__(self, offsets: np.ndarray, links: np.ndarray):
+        self.offsets, self.links = offsets, links
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def tensor(self, idx: Sequence[int], src_words: Tensor, tgt_words: Tensor) -> Tensor:
+        """``(B, Ws, Wt)`` bool word links of pairs ``idx``, shaped for the batch's word indices."""
+        ws, wt = int(src_words.max().item()) + 1, int(tgt_words.max().item()) + 1
+        out = torch.zeros(len(idx), max(ws, 1), max(wt, 1), dtype=torch.bool)
+        rows = [self.links[self.offsets[p]:self.offsets[p + 1]] for p in idx]
+        b = torch.from_numpy(np.repeat(np.arange(len(idx)), [len(r) for r in rows]))
+        ij = torch.from_numpy(np.concatenate(rows)).long() if b.numel() else torch.zeros(0, 2, dtype=torch.long)
+        out[b, ij[:, 0], ij[:, 1]] = True
+        return out.to(src_words.device)
+
+
+def label_pairs(teacher, data: PairData, *, layer: int, threshold: float, device, autocast=contextlib.nullcontext,
+                batch_size: int = 32, progress: bool = False) -> WordLinks:
+    """SSA's labels (SPEC §7.4.1): the word links of every pair by the frozen ``teacher`` at ``layer``,
+    softmax both ways at ``threshold`` with the [CLS] null sink, in batches of similar length."""
+    order = np.argsort(data.lengths(), kind="stable")
+    parts = []
+    bar = progress_bar(progress, math.ceil(len(order) / batch_size), 0, desc="ssa labels")
+    teacher.eval()
+    for k in range(0, len(order), batch_size):
+        idx = order[k:k + batch_size]
+        b = data.batch(idx.tolist()).to(device)
+        sw, tw = b.words[:b.size], b.words[b.size:]
+        with torch.inference_mode(), autocast():
+            h = teacher(b.ids, b.attention, layer=layer)
+            g = link_matrix(h[:b.size], h[b.size:], sw, tw, threshold=threshold, null_sink="cls")
+            bi, i, j = word_link_tensor(g, sw, tw).nonzero(as_tuple=True)
+        parts.append(np.stack([idx[bi.cpu().numpy()], i.cpu().numpy(), j.cpu().numpy()], 1))
+        if bar is not None:
+            bar.update(1)
+    if bar is not None:
+        bar.close()
+    rows = np.concatenate(parts) if parts else np.zeros((0, 3), dtype=np.int64)
+    rows = rows[np.argsort(rows[:, 0], kind="stable")]                      # by pair; (i, j) order kept
+    offsets = np.concatenate([[0], np.cumsum(np.bincount(rows[:, 0], minlength=len(data)))])
+    return WordLinks(offsets.astype(np.int64), rows[:, 1:].astype(np.int32))
+
+
+def cached_labels(path: Path, teacher, data: PairData, *, layer: int, threshold: float, device, autocast,
+                  progress: bool) -> WordLinks:
+    """:func:`label_pairs`, read from ``path`` when it holds the labels of this teacher, data and settings,
+    else computed and written there (atomically)."""
+    h = hashlib.sha256(json.dumps({"layer": layer, "threshold": threshold, "data": data.digest()}).encode())
+    for name, t in teacher.state_dict().items():
+        h.update(name.encode())
+        h.update(t.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+    key = h.hexdigest()
+    if path.exists():
+        try:
+            with np.load(path) as z:
+                if str(z["key"]) == key:
+                    log.info("ssa: labels read from %s", path)
+                    return WordLinks(z["offsets"], z["links"])
+        except (OSError, ValueError, KeyError) as e:
+            log.warning("ssa: %s is unreadable (%s); labelling again", path, e)
+        log.info("ssa: %s holds labels of another teacher, data or setting; labelling again", path)
+    t0 = time.monotonic()
+    labels = label_pairs(teacher, data, layer=layer, threshold=threshold, device=device, autocast=autocast,
+                         progress=progress)
+    with atomic_write(path, "wb", encoding=None) as f:
+        np.savez(f, key=np.array(key), offsets=labels.offsets, links=labels.links)
+    log.info("ssa: labelled %d pairs (%d word links) in %.0f s", len(labels), len(labels.links),
+             time.monotonic() - t0)
+    return labels
+
 
 class PairSampler:
     """Shuffled batches of pair indices, one order per epoch from ``(seed, epoch)``; under DDP every global
@@ -306,11 +397,16 @@ def train_stage(stage: str, aligner: CrossAligner, src: str, tgt: str, out: str 
         resume_from = resume_path(cfg.resume, out)
         ck = load_checkpoint(resume_from) if resume_from is not None else None
         acfg = aligner.config
-        teacher = None
-        if stage == "ssa":
-            teacher = copy.deepcopy(aligner.model).to(device).eval()
-            for p in teacher.parameters():
-                p.requires_grad_(False)
+        links = None
+        if stage == "ssa":                # the stage-1 model, before any update, labels the data once (the main
+            if dist_.is_main:             # process; the others read its file)
+                links = cached_labels(out / LABELS, aligner.model.to(device), data, layer=acfg.align_layer,
+                                      threshold=cfg.label_threshold, device=device, autocast=autocast,
+                                      progress=cfg.progress)
+            dist_.barrier()
+            if links is None:
+                with np.load(out / LABELS) as z:
+                    links = WordLinks(z["offsets"], z["links"])
         bert = {k: v for k, v in aligner.model.config.to_dict().items()
                 if not k.startswith("_") and k not in ("transformers_version", "dtype", "architectures")}
         model_config = {"bert": bert, "crossalign": dataclasses.asdict(acfg)}
@@ -369,19 +465,16 @@ def train_stage(stage: str, aligner: CrossAligner, src: str, tgt: str, out: str 
                     "scheduler": scheduler.state_dict(), "sampler": sampler.state_dict(), "rng": rng, "step": step,
                     "epoch": sampler.epoch}
 
-        def micro_loss(batch: Batch) -> Tensor:
+        def micro_loss(batch: Batch, idx: list[int]) -> Tensor:
             B = batch.size
             if stage == "tlm":
                 inputs, labels = mask_tokens(batch.ids, batch.words, vocab_size=len(tok), mask_id=tok.mask_token_id,
                                              prob=cfg.mask_prob)
                 return net(inputs, batch.attention, mlm_labels=labels)
             sw, tw = batch.words[:B], batch.words[B:]
-            with torch.no_grad():
-                h = teacher(batch.ids, batch.attention, layer=acfg.align_layer)
-                g = link_matrix(h[:B], h[B:], sw, tw, threshold=cfg.label_threshold, null_sink="cls")
-                labels = ssa_labels(word_link_tensor(g, sw, tw), sw, tw)
+            g = ssa_labels(links.tensor(idx, sw, tw), sw, tw)
             h = net(batch.ids, batch.attention, layer=acfg.align_layer)
-            return ssa_loss(h[:B], h[B:], labels, sw, tw)
+            return ssa_loss(h[:B], h[B:], g, sw, tw)
 
         if stage == "tlm" and tok.mask_token_id is None:
             raise ConfigError(f"{aligner.source}: the tokenizer has no mask token; TLM needs one")
@@ -391,11 +484,12 @@ def train_stage(stage: str, aligner: CrossAligner, src: str, tgt: str, out: str 
             optimizer.zero_grad(set_to_none=True)
             loss_sum = 0.0
             for k in range(accum):
-                batch = data.batch(sampler.next()).to(device)
+                idx = sampler.next()
+                batch = data.batch(idx).to(device)
                 sync = net.no_sync() if dist_.enabled and k < accum - 1 else contextlib.nullcontext()
                 with sync:
                     with autocast():
-                        loss = micro_loss(batch)
+                        loss = micro_loss(batch, idx)
                     (loss / accum).backward()
                 loss_sum += float(loss.detach()) / accum
                 pairs += batch.size
