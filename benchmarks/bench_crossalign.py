@@ -8,7 +8,8 @@ Not a test. Protocol:
 * data: the first ``--pairs`` lines of the De-En Europarl ComTrans sample (``../shared/data``), tokenised, cased;
 * each measurement runs in a fresh worker process (:func:`xlpe.align.crossalign_train.train_stage` for
   ``--steps`` updates of ``--batch`` pairs, no accumulation); pairs/s is the trainer's own figure over the
-  second half of the updates (the first half warms up); ``peak_rss_mb`` is the worker's ``VmHWM``;
+  second half of the updates (the first half warms up); ``peak_rss_mb`` is the worker's ``VmHWM``; SSA also
+  reports ``label_pairs_per_s``, its one labelling pass over the data before the first update;
 * the variants run interleaved, ``--rounds`` times; medians are reported, and ratios against fp32 / the full
   vocabulary within the same run (hosts differ in speed: compare only within one run);
 * extraction: :meth:`CrossAligner.align` on ``--pairs`` pairs, the Cross-Align model at its alignment layer
@@ -57,11 +58,21 @@ def worker(spec: dict) -> dict:
         cfg = TrainConfig(batch_size=spec["batch"], amp=spec["amp"], log_every=max(1, steps // 2),
                           save_every=10 ** 9, progress=False, device="cpu",
                           **{f"{spec['stage']}_max_steps": steps, f"{spec['stage']}_accumulation": 1})
+        extra = {}
         with tempfile.TemporaryDirectory() as out:
+            if spec["stage"] == "ssa":       # SSA's one labelling pass, timed here; train_stage then reads its file
+                from xlpe.align.crossalign_train import LABELS, PairData, cached_labels
+                from xlpe.runtime import autocast_context
+                data = PairData(al, spec["src"], spec["tgt"])
+                amp = autocast_context(spec["amp"], torch.device("cpu"))
+                t0 = time.perf_counter()
+                cached_labels(Path(out) / LABELS, al.model, data, layer=al.config.align_layer,
+                              threshold=cfg.label_threshold, device="cpu", autocast=amp, progress=False)
+                extra["label_pairs_per_s"] = round(len(data) / (time.perf_counter() - t0), 2)
             train_stage(spec["stage"], al, spec["src"], spec["tgt"], out, cfg)
             rows = (Path(out) / "train_log.csv").read_text().splitlines()
         last = dict(zip(rows[0].split(","), rows[-1].split(",")))
-        return {"pairs_per_s": float(last["pairs_per_s"]), "peak_rss_mb": round(_vm_hwm_mb(), 1)}
+        return {"pairs_per_s": float(last["pairs_per_s"]), **extra, "peak_rss_mb": round(_vm_hwm_mb(), 1)}
     src = [line.split() for line in Path(spec["src"]).read_text(encoding="utf-8").splitlines()]
     tgt = [line.split() for line in Path(spec["tgt"]).read_text(encoding="utf-8").splitlines()]
     if spec["method"] == "argmax":
@@ -135,8 +146,8 @@ def main(argv=None) -> None:
         for name, spec in variants.items():
             runs[name].append(run_worker(spec))
             print(f"round {r + 1}: {name} {runs[name][-1]}", file=sys.stderr)
-    med = {k: {"pairs_per_s": statistics.median(x["pairs_per_s"] for x in v),
-               "peak_rss_mb": max(x["peak_rss_mb"] for x in v)} for k, v in runs.items()}
+    med = {k: {key: (max if key == "peak_rss_mb" else statistics.median)(x[key] for x in v) for key in v[0]}
+           for k, v in runs.items()}
     ratios = {}
     for stage in ("tlm", "ssa"):
         base = med[f"{stage}/full/none"]["pairs_per_s"]
