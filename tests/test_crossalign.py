@@ -342,7 +342,10 @@ def test_ssa_labels_are_the_frozen_models_links_computed_once(corpus, tmp_path, 
             caplog.clear()
             model = al.model if other is not kw else aligner(m=2, n=2, seed=5).model      # another teacher
             ct.cached_labels(tmp_path / "l.npz", model, data, **other)
-            assert "labelling again" in caplog.text
+            assert "another teacher, data or setting; labelling again" in caplog.text
+        (tmp_path / "l.npz").write_bytes(b"half-written")
+        assert len(ct.cached_labels(tmp_path / "l.npz", al.model, data, **kw).links) == len(links.links)
+        assert "unreadable" in caplog.text
 
 
 def test_kill_and_resume_of_stage2_is_exact(corpus, tmp_path, monkeypatch):

@@ -331,9 +331,9 @@ def cached_labels(path: Path, teacher, data: PairData, *, layer: int, threshold:
                 if str(z["key"]) == key:
                     log.info("ssa: labels read from %s", path)
                     return WordLinks(z["offsets"], z["links"])
+            log.info("ssa: %s holds labels of another teacher, data or setting; labelling again", path)
         except (OSError, ValueError, KeyError) as e:
             log.warning("ssa: %s is unreadable (%s); labelling again", path, e)
-        log.info("ssa: %s holds labels of another teacher, data or setting; labelling again", path)
     t0 = time.monotonic()
     labels = label_pairs(teacher, data, layer=layer, threshold=threshold, device=device, autocast=autocast,
                          progress=progress)
