@@ -17,7 +17,8 @@
   clipping at 1.0, gradient accumulation, optional bf16 autocast, ``torchrun`` DDP, checkpoints
   (:mod:`xlpe.nn.checkpoint` format) holding model, optimiser, scheduler, RNG states of every rank and the data
   position, so a killed run resumes exactly. Each stage writes ``OUT/checkpoint_<step>.pt``, ``train_log.csv``,
-  ``run.json`` and the finished aligner as a directory ``OUT/model`` (:meth:`CrossAligner.save_pretrained`).
+  ``run.json`` (SSA also ``ssa_labels.npz``) and the finished aligner as a directory ``OUT/model``
+  (:meth:`CrossAligner.save_pretrained`).
 """
 
 from __future__ import annotations
