@@ -61,7 +61,7 @@ def worker(spec: dict) -> dict:
         extra = {}
         with tempfile.TemporaryDirectory() as out:
             if spec["stage"] == "ssa":       # SSA's one labelling pass, timed here; train_stage then reads its file
-                from xlpe.align.crossalign_train import LABELS, PairData, cached_labels
+                from xlpe.align.crossalign_data import LABELS, PairData, cached_labels
                 from xlpe.runtime import autocast_context
                 data = PairData(al, spec["src"], spec["tgt"])
                 amp = autocast_context(spec["amp"], torch.device("cpu"))

@@ -14,6 +14,7 @@ pytest.importorskip("transformers")
 
 from transformers import BertConfig, BertModel  # noqa: E402
 
+import xlpe.align.crossalign_data as cd  # noqa: E402
 import xlpe.align.crossalign_train as ct  # noqa: E402
 from xlpe.align.crossalign import (CrossAligner, key_mask, link_matrix, softmax_both_ways,  # noqa: E402
                                    word_links)
@@ -177,7 +178,7 @@ def test_ssa_labels_follow_the_null_sink_rule():
     # word links back from piece links ("any" rule)
     piece = torch.zeros(1, 7, 5, dtype=torch.bool)
     piece[0, 2, 3] = piece[0, 3, 2] = True
-    assert torch.equal(ct.word_link_tensor(piece, sw, tw), links)
+    assert torch.equal(cd.word_link_tensor(piece, sw, tw), links)
     # the loss: row-normalised CE with the source-[CLS] row zeroed + column-normalised with the target-[CLS]
     # column zeroed, each over the real pieces (I=4, J=3), computed here by hand
     hs, ht = torch.randn(1, 7, 6), torch.randn(1, 5, 6)
@@ -320,10 +321,10 @@ def test_ssa_labels_are_the_frozen_models_links_computed_once(corpus, tmp_path, 
     """The labels SSA trains on are the stage-1 model's extraction (layer c, softmax both ways at the label tau,
     [CLS] null sink, "any" rule), computed in one pass and reused while the teacher, data and settings match."""
     al = aligner(m=2, n=2)
-    data = ct.PairData(al, *corpus)
+    data = cd.PairData(al, *corpus)
     kw = dict(layer=3, threshold=0.2, device="cpu", autocast=__import__("contextlib").nullcontext, progress=False)
-    with caplog.at_level(logging.INFO, logger="xlpe.align.crossalign_train"):
-        links = ct.cached_labels(tmp_path / "l.npz", al.model, data, **kw)
+    with caplog.at_level(logging.INFO, logger="xlpe.align.crossalign_data"):
+        links = cd.cached_labels(tmp_path / "l.npz", al.model, data, **kw)
         want = al.align([s for s, _ in PAIRS], [t for _, t in PAIRS], layer=3, threshold=0.2, null_sink="cls")
         got = [sorted(map(tuple, links.links[links.offsets[p]:links.offsets[p + 1]].tolist()))
                for p in range(len(PAIRS))]
@@ -336,15 +337,15 @@ def test_ssa_labels_are_the_frozen_models_links_computed_once(corpus, tmp_path, 
         for row, p in enumerate(idx):
             assert sorted(map(tuple, t[row].nonzero().tolist())) == got[p]
         caplog.clear()
-        ct.cached_labels(tmp_path / "l.npz", al.model, data, **kw)
+        cd.cached_labels(tmp_path / "l.npz", al.model, data, **kw)
         assert "labels read from" in caplog.text
         for other in (dict(kw, threshold=0.3), kw):
             caplog.clear()
             model = al.model if other is not kw else aligner(m=2, n=2, seed=5).model      # another teacher
-            ct.cached_labels(tmp_path / "l.npz", model, data, **other)
+            cd.cached_labels(tmp_path / "l.npz", model, data, **other)
             assert "another teacher, data or setting; labelling again" in caplog.text
         (tmp_path / "l.npz").write_bytes(b"half-written")
-        assert len(ct.cached_labels(tmp_path / "l.npz", al.model, data, **kw).links) == len(links.links)
+        assert len(cd.cached_labels(tmp_path / "l.npz", al.model, data, **kw).links) == len(links.links)
         assert "unreadable" in caplog.text
 
 
@@ -422,7 +423,7 @@ def test_bad_inputs(tmp_path, encoder_dir, caplog):
     short.write_text("a cat\n")
     (tmp_path / "two").write_text("katze\nhund\n")
     with pytest.raises(FormatError, match="short has 1 lines"):
-        ct.PairData(al, short, tmp_path / "two")
+        cd.PairData(al, short, tmp_path / "two")
 
 
 def test_cli_train_then_align(corpus, encoder_dir, tmp_path, capsys):

@@ -10,9 +10,8 @@
   real pieces, ``1e-10`` inside the log. Only layer ``c`` trains by default (``freeze_embeddings=False`` also
   trains the embeddings, as the authors' code does). The labels do not change while the student trains (the
   teacher is frozen and runs without dropout), so they are computed once, in one pass over the data before the
-  first update, and kept in ``OUT/ssa_labels.npz`` under a digest of the teacher's weights, the data and the
-  labelling settings: every epoch and a resumed run read the same labels, and the teacher's forward pass leaves
-  the training step.
+  first update, and kept in ``OUT/ssa_labels.npz`` (:mod:`xlpe.align.crossalign_data`, with the batches): every
+  epoch and a resumed run read the same labels, and the teacher's forward pass leaves the training step.
 * **The loop** (SPEC §7.5): AdamW (eps 1e-8, no weight decay), linear decay to 0 with no warm-up, gradient
   clipping at 1.0, gradient accumulation, optional bf16 autocast, ``torchrun`` DDP, checkpoints
   (:mod:`xlpe.nn.checkpoint` format) holding model, optimiser, scheduler, RNG states of every rank and the data
@@ -25,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import json
 import logging
 import math
@@ -38,12 +36,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from xlpe.align.crossalign import (CONFIG_NAME, Batch, CrossAligner, collate, encode_words, key_mask, link_matrix,
-                                   softmax_both_ways)
+from xlpe.align.crossalign import CONFIG_NAME, Batch, CrossAligner, key_mask, softmax_both_ways
+from xlpe.align.crossalign_data import LABELS, PairData, PairSampler, WordLinks, cached_labels
 from xlpe.config import option
-from xlpe.errors import ConfigError, XlpeError
+from xlpe.errors import ConfigError
 from xlpe.io.atomic import atomic_write
-from xlpe.io.bitext import read_bitext
 from xlpe.nn.checkpoint import checkpoint_path, load_checkpoint, prune_checkpoints, save_checkpoint
 from xlpe.runtime import (ADAM_IMPLS, AMP_MODES, MetricsLog, adam_kwargs, autocast_context, get_rng_state,
                           init_distributed, limit_onednn_caches, progress_bar, resolve_device, resume_path,
@@ -55,7 +52,6 @@ STAGES = ("tlm", "ssa")
 TLM_TRAINABLE = ("all", "cross")
 SSA_TRAINABLE = ("align", "upto")
 DONE = "DONE.json"
-LABELS = "ssa_labels.npz"
 
 
 @dataclass
@@ -144,17 +140,6 @@ def mask_tokens(ids: Tensor, words: Tensor, *, vocab_size: int, mask_id: int, pr
     return torch.where(to_random, rand, inputs), labels
 
 
-def word_link_tensor(links: Tensor, src_words: Tensor, tgt_words: Tensor) -> Tensor:
-    """Subword links ``(B, Ts, Tt)`` -> word links ``(B, Ws, Wt)`` by the "any" rule."""
-    B = links.shape[0]
-    ws, wt = int(src_words.max().item()) + 1, int(tgt_words.max().item()) + 1
-    valid = links & (src_words >= 0)[:, :, None] & (tgt_words >= 0)[:, None, :]
-    b, i, j = valid.nonzero(as_tuple=True)
-    out = torch.zeros(B, max(ws, 1), max(wt, 1), dtype=torch.bool, device=links.device)
-    out[b, src_words[b, i], tgt_words[b, j]] = True
-    return out
-
-
 def ssa_labels(word_links: Tensor, src_words: Tensor, tgt_words: Tensor) -> Tensor:
     """Piece-level labels ``G (B, Ts, Tt)`` from word links ``(B, Ws, Wt)`` (SPEC §7.4.2): ``G[a, b] = 1`` when
     the words of pieces ``a`` and ``b`` are linked; a source piece with no link gets ``G[a, CLS_tgt] = 1``, a target
@@ -209,172 +194,6 @@ def set_trainable(model, stage: str, align_layer: int, freeze_embeddings: bool =
         for p in model.embeddings.parameters():
             p.requires_grad_(True)
     return [p for p in model.parameters() if p.requires_grad]
-
-
-# -- data ---------------------------------------------------------------------------------------------------
-
-class PairData:
-    """A tokenised bitext: flat int32 arrays of ``[CLS] pieces [SEP]`` ids and word indices, with offsets."""
-
-    def __init__(self, aligner: CrossAligner, src: str, tgt: str, *, chunk: int = 2000):
-        self.pad_id = aligner.tokenizer.pad_token_id
-        parts: list[list[np.ndarray]] = [[], [], [], []]        # ids, words, lengths (src, tgt) ...
-        lens: list[list[int]] = [[], []]
-        self.truncated, buf = 0, []
-
-        def flush():
-            s, t = [p[0] for p in buf], [p[1] for p in buf]
-            for k, side in enumerate((s, t)):
-                ids, words, cut = encode_words(aligner.tokenizer, side, aligner.config.max_len)
-                self.truncated += cut
-                parts[2 * k].append(np.fromiter((x for seq in ids for x in seq), dtype=np.int32))
-                parts[2 * k + 1].append(np.fromiter((x for seq in words for x in seq), dtype=np.int32))
-                lens[k].extend(len(x) for x in ids)
-            buf.clear()
-
-        for pair in read_bitext(src, tgt):
-            buf.append(pair)
-            if len(buf) >= chunk:
-                flush()
-        if buf:
-            flush()
-        if not lens[0]:
-            raise XlpeError(f"{src}: no sentence pairs to train on")
-        self.ids = [np.concatenate(parts[0]), np.concatenate(parts[2])]
-        self.words = [np.concatenate(parts[1]), np.concatenate(parts[3])]
-        self.offsets = [np.concatenate([[0], np.cumsum(x)]) for x in lens]
-        if self.truncated:
-            log.warning("%d training sentences were longer than max_len=%d subwords and were truncated",
-                        self.truncated, aligner.config.max_len)
-
-    def __len__(self) -> int:
-        return len(self.offsets[0]) - 1
-
-    def batch(self, idx: Sequence[int]) -> Batch:
-        ids, words = [], []
-        for k in (0, 1):
-            o = self.offsets[k]
-            ids += [self.ids[k][o[i]:o[i + 1]] for i in idx]
-            words += [self.words[k][o[i]:o[i + 1]] for i in idx]
-        return collate(ids, words, self.pad_id)
-
-    def lengths(self) -> np.ndarray:
-        """Source + target pieces of each pair."""
-        return np.diff(self.offsets[0]) + np.diff(self.offsets[1])
-
-    def digest(self) -> str:
-        h = hashlib.sha256()
-        for a in (*self.ids, *self.words, *self.offsets):
-            h.update(np.ascontiguousarray(a).tobytes())
-        return h.hexdigest()
-
-
-class WordLinks:
-    """Word links of every pair of a :class:`PairData`: ``links (L, 2)`` int32 rows ``(i, j)`` sorted by pair,
-    pair ``p`` owning ``links[offsets[p]:offsets[p + 1]]``."""
-
-    def __init__(self, offsets: np.ndarray, links: np.ndarray):
-        self.offsets, self.links = offsets, links
-
-    def __len__(self) -> int:
-        return len(self.offsets) - 1
-
-    def tensor(self, idx: Sequence[int], src_words: Tensor, tgt_words: Tensor) -> Tensor:
-        """``(B, Ws, Wt)`` bool word links of pairs ``idx``, shaped for the batch's word indices."""
-        ws, wt = int(src_words.max().item()) + 1, int(tgt_words.max().item()) + 1
-        out = torch.zeros(len(idx), max(ws, 1), max(wt, 1), dtype=torch.bool)
-        rows = [self.links[self.offsets[p]:self.offsets[p + 1]] for p in idx]
-        b = torch.from_numpy(np.repeat(np.arange(len(idx)), [len(r) for r in rows]))
-        ij = torch.from_numpy(np.concatenate(rows)).long() if b.numel() else torch.zeros(0, 2, dtype=torch.long)
-        out[b, ij[:, 0], ij[:, 1]] = True
-        return out.to(src_words.device)
-
-
-def label_pairs(teacher, data: PairData, *, layer: int, threshold: float, device, autocast=contextlib.nullcontext,
-                batch_size: int = 32, progress: bool = False) -> WordLinks:
-    """SSA's labels (SPEC §7.4.1): the word links of every pair by the frozen ``teacher`` at ``layer``,
-    softmax both ways at ``threshold`` with the [CLS] null sink, in batches of similar length."""
-    order = np.argsort(data.lengths(), kind="stable")
-    parts = []
-    bar = progress_bar(progress, math.ceil(len(order) / batch_size), 0, desc="ssa labels")
-    teacher.eval()
-    for k in range(0, len(order), batch_size):
-        idx = order[k:k + batch_size]
-        b = data.batch(idx.tolist()).to(device)
-        sw, tw = b.words[:b.size], b.words[b.size:]
-        with torch.inference_mode(), autocast():
-            h = teacher(b.ids, b.attention, layer=layer)
-            g = link_matrix(h[:b.size], h[b.size:], sw, tw, threshold=threshold, null_sink="cls")
-            bi, i, j = word_link_tensor(g, sw, tw).nonzero(as_tuple=True)
-        parts.append(np.stack([idx[bi.cpu().numpy()], i.cpu().numpy(), j.cpu().numpy()], 1))
-        if bar is not None:
-            bar.update(1)
-    if bar is not None:
-        bar.close()
-    rows = np.concatenate(parts) if parts else np.zeros((0, 3), dtype=np.int64)
-    rows = rows[np.argsort(rows[:, 0], kind="stable")]                      # by pair; (i, j) order kept
-    offsets = np.concatenate([[0], np.cumsum(np.bincount(rows[:, 0], minlength=len(data)))])
-    return WordLinks(offsets.astype(np.int64), rows[:, 1:].astype(np.int32))
-
-
-def cached_labels(path: Path, teacher, data: PairData, *, layer: int, threshold: float, device, autocast,
-                  progress: bool) -> WordLinks:
-    """:func:`label_pairs`, read from ``path`` when it holds the labels of this teacher, data and settings,
-    else computed and written there (atomically)."""
-    h = hashlib.sha256(json.dumps({"layer": layer, "threshold": threshold, "data": data.digest()}).encode())
-    for name, t in teacher.state_dict().items():
-        h.update(name.encode())
-        h.update(t.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
-    key = h.hexdigest()
-    if path.exists():
-        try:
-            with np.load(path) as z:
-                if str(z["key"]) == key:
-                    log.info("ssa: labels read from %s", path)
-                    return WordLinks(z["offsets"], z["links"])
-            log.info("ssa: %s holds labels of another teacher, data or setting; labelling again", path)
-        except (OSError, ValueError, KeyError) as e:
-            log.warning("ssa: %s is unreadable (%s); labelling again", path, e)
-    t0 = time.monotonic()
-    labels = label_pairs(teacher, data, layer=layer, threshold=threshold, device=device, autocast=autocast,
-                         progress=progress)
-    with atomic_write(path, "wb", encoding=None) as f:
-        np.savez(f, key=np.array(key), offsets=labels.offsets, links=labels.links)
-    log.info("ssa: labelled %d pairs (%d word links) in %.0f s", len(labels), len(labels.links),
-             time.monotonic() - t0)
-    return labels
-
-
-class PairSampler:
-    """Shuffled batches of pair indices, one order per epoch from ``(seed, epoch)``; under DDP every global
-    batch is ``world`` consecutive slices (the epoch's order wraps around to fill the last one)."""
-
-    def __init__(self, n: int, batch_size: int, seed: int, rank: int = 0, world: int = 1):
-        self.n, self.bs, self.seed, self.rank, self.world = n, batch_size, seed, rank, world
-        self.epoch, self.position = 0, 0
-        self.per_epoch = math.ceil(n / (batch_size * world))
-        self._order: tuple[int, np.ndarray] | None = None
-
-    def order(self) -> np.ndarray:
-        if self._order is None or self._order[0] != self.epoch:
-            order = np.random.default_rng([self.seed, self.epoch]).permutation(self.n)
-            if self.world > 1:
-                order = np.resize(order, self.per_epoch * self.bs * self.world)
-            self._order = (self.epoch, order)
-        return self._order[1]
-
-    def next(self) -> list[int]:
-        if self.position >= self.per_epoch:
-            self.epoch, self.position = self.epoch + 1, 0
-        start = self.position * self.bs * self.world + self.rank * self.bs
-        self.position += 1
-        return self.order()[start:start + self.bs].tolist()
-
-    def state_dict(self) -> dict:
-        return {"epoch": self.epoch, "position": self.position}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.epoch, self.position = int(state["epoch"]), int(state["position"])
 
 
 # -- the loop -----------------------------------------------------------------------------------------------
