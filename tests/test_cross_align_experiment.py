@@ -174,6 +174,51 @@ def test_trained_layer_dev_extracts_at_the_dev_best_layer(setup, tmp_path, monke
         ca.CrossAlignRecipeConfig.from_dict(doc2).validate()
 
 
+def test_symmetrisation_menu_is_chosen_on_dev_for_every_system(setup, tmp_path, monkeypatch):
+    """experiment.symmetrize = ["pieces", "grow-diag-final-and"]: the dev sweeps score both joins, every system
+    takes the best on dev, and the links and the report follow. The SSA sweep is doctored so that softmax τ=0.1
+    joined by grow-diag-final-and is perfect at c; an unchanged untrained choice keeps its cached links."""
+    import copy
+    import shutil
+    from xlpe.align.crossalign import CrossAligner
+    d, out, doc, r = setup
+    run2 = tmp_path / "run"
+    shutil.copytree(out, run2)
+    real_sweep, menus = ca.sweep, []
+
+    def sweep(aligner, *a, **k):
+        grid = real_sweep(aligner, *a, **k)
+        menus.append(k["symmetrize"])
+        if aligner.config.stages and aligner.config.stages[-1] == "ssa":                # the SSA model's sweep
+            c = aligner.config.m + 1
+            row = grid[c]["0.1|grow-diag-final-and"]
+            grid[c]["0.1|grow-diag-final-and"] = [row[3]] * 4                   # AER 0
+        assert all(set(row) == {"argmax", 0.1, 0.3, "argmax|grow-diag-final-and", "0.1|grow-diag-final-and",
+                                "0.3|grow-diag-final-and"} for row in grid.values())
+        return grid
+    monkeypatch.setattr(ca, "sweep", sweep)
+    doc2 = copy.deepcopy(doc)
+    doc2["experiment"]["symmetrize"] = ["pieces", "gdfa"]
+    cfg = ca.CrossAlignRecipeConfig.from_dict(doc2)
+    assert cfg.experiment.symmetrize == ["pieces", "grow-diag-final-and"]
+    res = ca.run_experiment(cfg, run2, only=["table2"])["results"]
+    ch = res["choices"]
+    assert menus and all(m == ["pieces", "grow-diag-final-and"] for m in menus)   # dev-untrained, -tlm, -ssa again
+    assert ch["ssa_extraction"] == "0.1|grow-diag-final-and" and ch["dev_ssa_aer"] == 0
+    assert ch["untrained_argmax_symmetrize"] in ("pieces", "grow-diag-final-and")
+    al = CrossAligner.from_pretrained(run2 / "train-ende-s42-ssa" / "ssa" / "model")
+    src = (d / "ende" / "gold.src").read_text().splitlines()
+    tgt = (d / "ende" / "gold.tgt").read_text().splitlines()
+    lengths = [(len(a.split()), len(b.split())) for a, b in zip(src, tgt)]
+    want = al.align(src, tgt, threshold=0.1, symmetrize="grow-diag-final-and")
+    assert list(read_alignments(run2 / "links-ende" / "ssa-s42.align", 0, lengths=lengths)) == want
+    assert want != al.align(src, tgt, threshold=0.1)                       # the join made a difference here
+    assert "softmax τ=0.1 + grow-diag-final-and" in (run2 / "report.md").read_text()
+    doc2["experiment"]["symmetrize"] = ["both"]
+    with pytest.raises(ConfigError, match="symmetrize must be one of"):
+        ca.CrossAlignRecipeConfig.from_dict(doc2).validate()
+
+
 def test_cli_runs_one_table_from_the_cache(setup, tmp_path, capsys):
     d, out, doc, r = setup
     lines = []

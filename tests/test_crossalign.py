@@ -16,8 +16,10 @@ from transformers import BertConfig, BertModel  # noqa: E402
 
 import xlpe.align.crossalign_data as cd  # noqa: E402
 import xlpe.align.crossalign_train as ct  # noqa: E402
-from xlpe.align.crossalign import (CrossAligner, key_mask, link_matrix, softmax_both_ways,  # noqa: E402
-                                   word_links)
+from xlpe.align.crossalign import (CrossAligner, directional_links, key_mask, link_matrix,  # noqa: E402
+                                   softmax_both_ways, symmetrized_word_links, word_links)
+from xlpe.align.symmetrize import METHODS as SYM_METHODS  # noqa: E402
+from xlpe.align.symmetrize import symmetrize_sets  # noqa: E402
 from xlpe.cli import main  # noqa: E402
 from xlpe.errors import ConfigError, FormatError  # noqa: E402
 
@@ -93,6 +95,54 @@ def test_probabilities_and_word_rule():
                                          if sw[b, k] == wi and tw[b, l] == wj)
         assert [(i, j) for i, j, _ in out[b]] == sorted(want)
         assert all(abs(q - want[(i, j)]) < 1e-6 for i, j, q in out[b])
+
+
+def test_word_level_symmetrisation_of_the_two_directions():
+    """symmetrize = <method>: each direction's pieces -> words by the "any" rule, then the word-level method with
+    P^b's links as the forward (source→target model's) links, exactly as symmetrize_sets; probabilities are the
+    word pair's max over its pieces, as for the paper's join."""
+    torch.manual_seed(3)
+    sw = torch.tensor([[-1, 0, 0, 1, 2, 3, -1], [-1, 0, 1, 2, -1, -1, -1]])
+    tw = torch.tensor([[-1, 0, 1, 1, 2, 3, 4], [-1, 0, 0, 1, 2, -1, -1]])
+    hs, ht = torch.randn(2, 7, 6), torch.randn(2, 7, 6)
+    p = torch.rand(2, 7, 7)
+    for method, tau in (("softmax", 0.1), ("softmax", 0.3), ("argmax", 0.0)):
+        fwd, bwd = directional_links(hs, ht, sw, tw, method=method, threshold=tau, null_sink="cls")
+        assert torch.equal(fwd & bwd, link_matrix(hs, ht, sw, tw, method=method, threshold=tau, null_sink="cls"))
+        f_words, b_words = word_links(fwd, sw, tw), word_links(bwd, sw, tw)
+        best = {(b, i, j): q for b, rows in enumerate(word_links(torch.ones_like(fwd), sw, tw, p))
+                for i, j, q in rows}
+        for sym in SYM_METHODS:
+            out = symmetrized_word_links(fwd, bwd, sw, tw, sym, p)
+            for b in range(2):
+                want = symmetrize_sets(set(b_words[b]), set(f_words[b]), sym)
+                assert [(i, j) for i, j, _ in out[b]] == sorted(want.links)
+                assert all(abs(q - best[(b, i, j)]) < 1e-6 for i, j, q in out[b])
+        union = symmetrized_word_links(fwd, bwd, sw, tw, "union")
+        inter = symmetrized_word_links(fwd, bwd, sw, tw, "intersection")
+        assert all(set(i) <= set(u) for i, u in zip(inter, union))
+
+
+def test_align_joins_directions_as_configured(tmp_path):
+    """The paper's join by default; symmetrize= per call or saved with the model; short forms accepted; a wrong
+    name is a ConfigError naming the choices."""
+    al = aligner()
+    src, tgt = [s for s, _ in PAIRS], [t for _, t in PAIRS]
+    pieces = al.align(src, tgt, threshold=0.1)
+    assert pieces == al.align(src, tgt, threshold=0.1, symmetrize="pieces")
+    gdfa = al.align(src, tgt, threshold=0.1, symmetrize="gdfa")
+    union = al.align(src, tgt, threshold=0.1, symmetrize="union")
+    assert all(a.links <= u.links for a, u in zip(pieces + gdfa, union + union))
+    assert all(a.links <= g.links for a, g in zip(al.align(src, tgt, threshold=0.1, symmetrize="intersection"),
+                                                   gdfa))
+    with_p = al.align(src, tgt, threshold=0.1, symmetrize="grow-diag-final-and", probabilities=True)
+    assert [a for a, _ in with_p] == gdfa and all(set(q) == a.links for a, q in with_p)
+    al.config.symmetrize = "grow-diag-final-and"
+    al.save_pretrained(tmp_path / "m")
+    again = CrossAligner.from_pretrained(tmp_path / "m", attn_implementation="eager")
+    assert again.config.symmetrize == "grow-diag-final-and" and again.align(src, tgt, threshold=0.1) == gdfa
+    with pytest.raises(ConfigError, match="symmetrize must be one of pieces, intersection"):
+        al.align(src, tgt, symmetrize="both")
 
 
 # -- the model --------------------------------------------------------------------------------------------------
@@ -451,6 +501,12 @@ def test_cli_train_then_align(corpus, encoder_dir, tmp_path, capsys):
     assert main(["crossalign", "align", str(corpus[0]), str(corpus[1]), "--model", str(encoder_dir), "-o",
                  str(tmp_path / "base"), "--method", "argmax", "--layer", "2", "--quiet"]) == 0
     assert len((tmp_path / "base").read_text().splitlines()) == len(PAIRS)
+    sym = tmp_path / "sym"                                               # a word-level join of the directions
+    assert main(["crossalign", "align", str(corpus[0]), str(corpus[1]), "--model", str(model), "-o", str(sym),
+                 "--symmetrize", "gdfa", "--threshold", "0.1", "--quiet"]) == 0
+    want = CrossAligner.from_pretrained(model).align([s for s, _ in PAIRS], [t for _, t in PAIRS], threshold=0.1,
+                                                     symmetrize="grow-diag-final-and")
+    assert sym.read_text().splitlines() == [" ".join(f"{i}-{j}" for i, j in sorted(a.links)) for a in want]
     assert main(["crossalign", "align", str(corpus[0]), str(corpus[1]), "--model", str(encoder_dir), "-o",
                  str(tmp_path / "x")]) == 1
     assert "plain encoder" in capsys.readouterr().err

@@ -17,6 +17,11 @@ column are never read. Subword links become word links by the "any" rule (SPEC �
 whitespace word, so no piece crosses a word boundary. ``method='argmax'`` is the SimAlign / awesome-align
 mutual-argmax extractor for an untrained encoder at any layer. Optional probabilities follow awesome-align:
 ``2 P^f' P^b' / (P^f' + P^b')`` with ``P' = softmax(S / sqrt(len))``, the word's value the max over its pieces.
+``symmetrize`` (``[I]``, not in the paper): instead of keeping a link where both directions pass at the piece level
+(``"pieces"``, the paper's Eq. 10 and mutual argmax), take each direction's word links alone (``P^f > τ`` and
+``P^b > τ``, or each piece's argmax) and join them with a word-level symmetrisation of :mod:`xlpe.align.symmetrize`
+(``grow-diag-final-and`` as for eflomal; ``intersection`` differs from ``"pieces"`` only where a word has several
+pieces).
 
 Long sentences are truncated to ``max_len`` subwords ([CLS] and [SEP] included; SPEC §7.2 ``max_len=256``):
 words cut off get no links, and every call logs a warning with the number of truncated sentences (also counted
@@ -45,6 +50,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from xlpe.align.symmetrize import METHODS as SYM_METHODS
+from xlpe.align.symmetrize import canonical_method, symmetrize_batch
 from xlpe.config import option
 from xlpe.errors import ConfigError, FormatError
 from xlpe.io.alignments import Alignment
@@ -59,6 +66,8 @@ FORMAT = "xlpe-crossalign"
 VERSION = 1
 NULL_SINKS = ("cls", "none")
 METHODS = ("softmax", "argmax")
+#: how the two directions' links are joined: at the piece level (the paper) or by a word-level symmetrisation [I]
+SYMMETRIZE = ("pieces",) + SYM_METHODS
 #: model types whose checkpoints have BERT's layout (embeddings, post-LN layers, MLM head)
 BERT_LIKE = ("bert",)
 
@@ -85,6 +94,9 @@ class CrossAlignConfig:
     threshold: float = option(0.15, "extraction threshold tau on both softmaxes (0.15 at inference, SPEC §7.2)")
     null_sink: str = option("cls", "'cls': the other side's [CLS] stays among the softmax keys as a null sink "
                                    "(stage-2 code path); 'none': removed (stage-1 code path)", choices=NULL_SINKS)
+    symmetrize: str = option("pieces", "'pieces': a link where both directions pass, piece by piece (SPEC §7.2); "
+                                       "or a word-level symmetrisation of the two directions' links, e.g. "
+                                       "grow-diag-final-and [I]", choices=SYMMETRIZE)
     sequential_cross_update: bool = option(False, "the authors' code: the target attends to the already "
                                                   "updated source (default: simultaneous, paper Eq. 4-5)")
     max_len: int = option(256, "subwords per sentence incl. [CLS] and [SEP]; longer ones are truncated with a "
@@ -93,6 +105,7 @@ class CrossAlignConfig:
     init: str | None = None
 
     def __post_init__(self):
+        self.symmetrize = check_symmetrize(self.symmetrize)
         if self.m is None:                       # resolved by CrossAligner.from_encoder
             return
         if self.m < 0 or self.n < 0 or self.m + self.n < 1:
@@ -117,6 +130,17 @@ def check_extraction(layer: int, threshold: float, null_sink: str, method: str, 
         raise ConfigError(f"extraction method must be one of {', '.join(METHODS)}, not {method!r}")
 
 
+def check_symmetrize(symmetrize: str) -> str:
+    """The canonical name of a :data:`SYMMETRIZE` choice (short forms such as ``gdfa`` accepted)."""
+    if symmetrize == "pieces":
+        return symmetrize
+    try:
+        return canonical_method(symmetrize)
+    except ConfigError:
+        raise ConfigError(f"symmetrize must be one of {', '.join(SYMMETRIZE)} (or gd, gdf, gdfa), "
+                          f"not {symmetrize!r}") from None
+
+
 # -- extraction: pure tensor functions -------------------------------------------------------------------
 
 def key_mask(words: Tensor, null_sink: str) -> Tensor:
@@ -136,9 +160,11 @@ def softmax_both_ways(scores: Tensor, src_keys: Tensor, tgt_keys: Tensor) -> tup
     return pf, pb
 
 
-def link_matrix(hs: Tensor, ht: Tensor, src_words: Tensor, tgt_words: Tensor, *, method: str = "softmax",
-                threshold: float = 0.15, null_sink: str = "cls") -> Tensor:
-    """Subword links ``(B, Ts, Tt)`` (bool) from layer states ``hs (B, Ts, d)``, ``ht (B, Tt, d)``.
+def directional_links(hs: Tensor, ht: Tensor, src_words: Tensor, tgt_words: Tensor, *, method: str = "softmax",
+                      threshold: float = 0.15, null_sink: str = "cls") -> tuple[Tensor, Tensor]:
+    """Each direction's subword links ``(B, Ts, Tt)`` (bool) from layer states ``hs (B, Ts, d)``, ``ht (B, Tt, d)``:
+    ``P^f > τ`` and ``P^b > τ`` (softmax), or each source piece's best target piece and each target piece's best
+    source piece (argmax).
 
     ``src_words``/``tgt_words`` give each position's word index, -1 for [CLS] (position 0), [SEP] and pads.
     """
@@ -146,11 +172,20 @@ def link_matrix(hs: Tensor, ht: Tensor, src_words: Tensor, tgt_words: Tensor, *,
     sk, tk = key_mask(src_words, null_sink), key_mask(tgt_words, null_sink)
     if method == "softmax":
         pf, pb = softmax_both_ways(scores, sk, tk)
-        return (pf > threshold) & (pb > threshold)
+        return pf > threshold, pb > threshold
     s_row = scores.masked_fill(~tk[:, None, :], float("-inf"))
     s_col = scores.masked_fill(~sk[:, :, None], float("-inf"))
-    best = (s_row == s_row.amax(-1, keepdim=True)) & (s_col == s_col.amax(1, keepdim=True))
-    return best & tk[:, None, :] & sk[:, :, None]
+    keys = tk[:, None, :] & sk[:, :, None]
+    return (s_row == s_row.amax(-1, keepdim=True)) & keys, (s_col == s_col.amax(1, keepdim=True)) & keys
+
+
+def link_matrix(hs: Tensor, ht: Tensor, src_words: Tensor, tgt_words: Tensor, *, method: str = "softmax",
+                threshold: float = 0.15, null_sink: str = "cls") -> Tensor:
+    """Subword links ``(B, Ts, Tt)`` (bool) where both directions agree (SPEC §7.2; mutual argmax for
+    ``method='argmax'``); arguments as :func:`directional_links`."""
+    fwd, bwd = directional_links(hs, ht, src_words, tgt_words, method=method, threshold=threshold,
+                                 null_sink=null_sink)
+    return fwd & bwd
 
 
 def link_probabilities(hs: Tensor, ht: Tensor, src_words: Tensor, tgt_words: Tensor, null_sink: str = "cls") -> Tensor:
@@ -166,30 +201,70 @@ def link_probabilities(hs: Tensor, ht: Tensor, src_words: Tensor, tgt_words: Ten
     return torch.where(den > 0, 2 * pf * pb / den.clamp(min=1e-30), torch.zeros_like(den))
 
 
-def word_links(links: Tensor, src_words: Tensor, tgt_words: Tensor,
-               probs: Tensor | None = None) -> list[list[tuple]]:
-    """Subword links -> sorted word links per pair by the "any" rule; with ``probs`` each link is ``(i, j, p)``
-    with ``p`` the max over all piece pairs of the two words. Vectorised over the batch."""
+def _word_keys(links: Tensor, src_words: Tensor, tgt_words: Tensor):
+    """Sorted unique ``(b * W + i) * W + j`` keys of the word pairs with a linked piece pair, ``W``, and the key
+    of every piece pair (with the mask of real ones)."""
     B = links.shape[0]
     sw, tw = src_words.long(), tgt_words.long()
     W = int(max(sw.max().item(), tw.max().item(), 0)) + 1
     valid = (sw >= 0)[:, :, None] & (tw >= 0)[:, None, :]
     bidx = torch.arange(B, device=links.device)[:, None, None]
     pair_key = (bidx * W + sw.clamp(min=0)[:, :, None]) * W + tw.clamp(min=0)[:, None, :]
-    keys = torch.unique(pair_key[links & valid])                       # sorted: (b, i, j) order
-    b, rest = keys // (W * W), keys % (W * W)
-    cols = [rest // W, rest % W]
-    if probs is not None:
-        best = torch.full((B * W * W,), float("-inf"), device=links.device)
-        best.scatter_reduce_(0, pair_key[valid], probs[valid].float(), reduce="amax")
-        cols.append(best[keys])
+    return torch.unique(pair_key[links & valid]), W, pair_key, valid
+
+
+def _word_probs(probs: Tensor, pair_key: Tensor, valid: Tensor, W: int) -> Tensor:
+    """Each word pair's probability, the max over its piece pairs, indexed by word-pair key."""
+    best = torch.full((probs.shape[0] * W * W,), float("-inf"), device=probs.device)
+    best.scatter_reduce_(0, pair_key[valid], probs[valid].float(), reduce="amax")
+    return best
+
+
+def _rows(B: int, b: Tensor, cols: list[Tensor]) -> list[list[tuple]]:
     counts = torch.bincount(b, minlength=B).tolist()
-    rows = list(zip(*[c.tolist() for c in cols])) if keys.numel() else []
+    rows = list(zip(*[c.tolist() for c in cols])) if b.numel() else []
     out, k = [], 0
     for c in counts:
         out.append(rows[k:k + c])
         k += c
     return out
+
+
+def word_links(links: Tensor, src_words: Tensor, tgt_words: Tensor,
+               probs: Tensor | None = None) -> list[list[tuple]]:
+    """Subword links -> sorted word links per pair by the "any" rule; with ``probs`` each link is ``(i, j, p)``
+    with ``p`` the max over all piece pairs of the two words. Vectorised over the batch."""
+    keys, W, pair_key, valid = _word_keys(links, src_words, tgt_words)
+    b, rest = keys // (W * W), keys % (W * W)
+    cols = [rest // W, rest % W]
+    if probs is not None:
+        cols.append(_word_probs(probs, pair_key, valid, W)[keys])
+    return _rows(links.shape[0], b, cols)
+
+
+def symmetrized_word_links(fwd: Tensor, bwd: Tensor, src_words: Tensor, tgt_words: Tensor, method: str,
+                           probs: Tensor | None = None) -> list[list[tuple]]:
+    """The two directions' subword links of :func:`directional_links` -> word links ("any" rule) each, joined per
+    pair by the word-level symmetrisation ``method`` (:func:`xlpe.align.symmetrize.symmetrize_batch`). ``bwd``
+    (each target piece's sources, ``P^b``) plays the forward links of an IBM-style source→target model, ``fwd``
+    (each source piece's targets, ``P^f``) the reverse ones. Output as :func:`word_links`."""
+    B = fwd.shape[0]
+    csr = []
+    for links in (fwd, bwd):
+        keys, W, pair_key, valid = _word_keys(links, src_words, tgt_words)
+        b = (keys // (W * W)).cpu().numpy()
+        ptr = np.zeros(B + 1, dtype=np.int64)
+        ptr[1:] = np.cumsum(np.bincount(b, minlength=B))
+        rest = (keys % (W * W)).cpu().numpy()
+        csr.append((ptr, rest // W, rest % W))
+    ptr, i, j = symmetrize_batch(csr[1], csr[0], method)
+    b = torch.from_numpy(np.repeat(np.arange(B), np.diff(ptr)))
+    i, j = torch.from_numpy(i), torch.from_numpy(j)
+    cols = [i, j]
+    if probs is not None:
+        best = _word_probs(probs, pair_key, valid, W).cpu()
+        cols.append(best[(b * W + i) * W + j])
+    return _rows(B, b, cols)
 
 
 # -- the model (built lazily: transformers is optional) ---------------------------------------------------
@@ -458,17 +533,18 @@ class CrossAligner:
 
     def align(self, src: Sequence[str | Sequence[str]], tgt: Sequence[str | Sequence[str]], *,
               layer: int | None = None, threshold: float | None = None, null_sink: str | None = None,
-              method: str = "softmax", probabilities: bool = False, batch_size: int = 32,
-              first_line: int = 1) -> list:
+              method: str = "softmax", symmetrize: str | None = None, probabilities: bool = False,
+              batch_size: int = 32, first_line: int = 1) -> list:
         """Word alignments (0-based) of sentence pairs (strings split on ASCII space, or token lists).
 
-        ``layer``, ``threshold`` and ``null_sink`` default to the directory's settings. Returns one
+        ``layer``, ``threshold``, ``null_sink`` and ``symmetrize`` default to the directory's settings. Returns one
         :class:`~xlpe.io.alignments.Alignment` per pair; with ``probabilities`` one ``(Alignment, {link: p})``.
         """
         cfg = self.config
         layer = cfg.align_layer if layer is None else layer
         threshold = cfg.threshold if threshold is None else threshold
         null_sink = cfg.null_sink if null_sink is None else null_sink
+        symmetrize = check_symmetrize(cfg.symmetrize if symmetrize is None else symmetrize)
         check_extraction(layer, threshold, null_sink, method, cfg.m + cfg.n)
         if len(src) != len(tgt):
             raise ConfigError(f"{len(src)} source sentences but {len(tgt)} target sentences")
@@ -481,9 +557,11 @@ class CrossAligner:
             cut += batch.truncated
             hs, ht = self.hidden_states(batch, layer)
             sw, tw = batch.words[:batch.size].to(hs.device), batch.words[batch.size:].to(hs.device)
-            g = link_matrix(hs, ht, sw, tw, method=method, threshold=threshold, null_sink=null_sink)
+            fwd, bwd = directional_links(hs, ht, sw, tw, method=method, threshold=threshold, null_sink=null_sink)
             p = link_probabilities(hs, ht, sw, tw, null_sink) if probabilities else None
-            for i, links in zip(idx, word_links(g, sw, tw, p)):
+            words = (word_links(fwd & bwd, sw, tw, p) if symmetrize == "pieces"
+                     else symmetrized_word_links(fwd, bwd, sw, tw, symmetrize, p))
+            for i, links in zip(idx, words):
                 a = Alignment.from_links((x[0], x[1]) for x in links)
                 out[i] = (a, {(x[0], x[1]): x[2] for x in links}) if probabilities else a
         if cut:

@@ -97,6 +97,10 @@ def _add_align(a: argparse.ArgumentParser) -> None:
                                                    "(a plain encoder: 0.001)")
     a.add_argument("--null-sink", choices=NULL_SINKS, help="keep [CLS] among the keys as a null sink; default: "
                                                            "the model's (a plain encoder: none)")
+    a.add_argument("--symmetrize", help="'pieces': a link where both directions pass, piece by piece (the paper); or "
+                                        "a word-level symmetrisation of the two directions (intersection, union, "
+                                        "grow-diag, grow-diag-final, grow-diag-final-and / gdfa) [I]; default: the "
+                                        "model's (a plain encoder: pieces)")
     a.add_argument("--max-len", type=int, help="subwords per sentence incl. [CLS]/[SEP]; longer ones are truncated "
                                                "with a warning and a count (default: the model's, 256)")
     a.add_argument("--probs-out", metavar="FILE",
@@ -137,7 +141,8 @@ def _align(args: argparse.Namespace) -> int:
     with atomic_write(args.out) as fo, probs_ctx as fp:
         while chunk := list(itertools.islice(pairs, args.chunk_size)):
             res = al.align([s for s, _ in chunk], [t for _, t in chunk], layer=args.layer, threshold=args.threshold,
-                           null_sink=args.null_sink, method=method, probabilities=bool(args.probs_out),
+                           null_sink=args.null_sink, method=method, symmetrize=args.symmetrize,
+                           probabilities=bool(args.probs_out),
                            batch_size=args.batch_size, first_line=n + 1)
             for r in res:
                 a, p = r if args.probs_out else (r, None)

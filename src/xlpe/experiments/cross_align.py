@@ -50,6 +50,7 @@ from xlpe.data.gold_sets import GOLD_SETS, HANSARDS_NORM_VERSION, GoldSet, custo
 from xlpe.errors import ConfigError
 from xlpe.evaluate.significance import aer_score, aer_stats
 from xlpe.experiments.cache import digest, file_sig, run_stage
+from xlpe.experiments.cross_align_report import ext_key, split_key
 from xlpe.experiments.recipe import TOML_TABLES, write_outputs
 from xlpe.experiments.stages import align_stage, read_text
 from xlpe.io.alignments import read_alignments, write_alignments
@@ -87,6 +88,10 @@ class CrossAlignExperiment:
     # the extractors the dev set chooses from for the trained models (model.threshold = "dev"): "softmax" (the
     # paper's, at the best τ of `thresholds`) and/or "argmax" (mutual argmax, as the untrained baseline may use)
     trained_extractors: list[str] = field(default_factory=lambda: ["softmax", "argmax"])
+    # how each extractor joins its two directions, the menu the dev set chooses from for every system (untrained
+    # and trained alike): "pieces" (the paper: both directions pass, piece by piece) and/or a word-level
+    # symmetrisation of xlpe.align.symmetrize, e.g. "grow-diag-final-and" [I]
+    symmetrize: list[str] = field(default_factory=lambda: ["pieces"])
     # the layer a trained model's links come from: "c" (its alignment layer, the paper) or "dev" (its dev-best
     # layer, with the extractor; SSA with train.ssa_trainable = "upto" also improves the layers below c) [I]
     trained_layer: str = "c"
@@ -135,6 +140,10 @@ class CrossAlignRecipeConfig:
             raise ConfigError("experiment.seeds and experiment.thresholds (each in [0, 1)) must not be empty")
         if not e.trained_extractors or set(e.trained_extractors) - {"softmax", "argmax"}:
             raise ConfigError("experiment.trained_extractors: one or both of 'softmax', 'argmax'")
+        if not e.symmetrize:
+            raise ConfigError("experiment.symmetrize: name at least one ('pieces' is the paper's)")
+        from xlpe.align.crossalign import check_symmetrize
+        e.symmetrize = list(dict.fromkeys(check_symmetrize(x) for x in e.symmetrize))
         if e.trained_layer not in ("c", DEV):
             raise ConfigError(f"experiment.trained_layer: 'c' or 'dev', not {e.trained_layer!r}")
         model = {k: v for k, v in self.model.items() if v != DEV}
@@ -178,15 +187,18 @@ def load_config(path: str | None, sets: list[str]) -> CrossAlignRecipeConfig:
 # -- the sweeps ---------------------------------------------------------------------------------------------
 
 def sweep(aligner, src: list[str], tgt: list[str], gold: list, *, layers: list[int], thresholds: list[float],
-          null_sink: str, batch_size: int = 32) -> dict:
-    """AER of mutual argmax and of softmax at every τ, at every layer, from one forward pass per batch and
-    layer. Returns ``{layer: {"argmax": stats, τ: stats}}`` with per-sentence :func:`aer_stats` summed."""
+          null_sink: str, batch_size: int = 32, symmetrize: list[str] = ("pieces",)) -> dict:
+    """AER of mutual argmax and of softmax at every τ, each joined by every ``symmetrize`` way, at every layer,
+    from one forward pass per batch and layer. Returns ``{layer: {key: stats}}`` (keys: :func:`ext_key`) with
+    per-sentence :func:`aer_stats` summed."""
     import torch
 
-    from xlpe.align.crossalign import link_matrix, word_links
+    from xlpe.align.crossalign import directional_links, symmetrized_word_links, word_links
     from xlpe.io.alignments import Alignment
 
-    out = {lay: {"argmax": np.zeros(4), **{t: np.zeros(4) for t in thresholds}} for lay in layers}
+    symmetrize = list(dict.fromkeys(["pieces", *symmetrize]))    # the paper's always: SSA labels, Figure 5
+    keys = [ext_key(b, sym) for sym in symmetrize for b in ["argmax"] + list(thresholds)]
+    out = {lay: {k: np.zeros(4) for k in keys} for lay in layers}
     for k in range(0, len(src), batch_size):
         batch = aligner.encode([s.split(" ") for s in src[k:k + batch_size]],
                                [t.split(" ") for t in tgt[k:k + batch_size]], first_line=k + 1)
@@ -195,13 +207,16 @@ def sweep(aligner, src: list[str], tgt: list[str], gold: list, *, layers: list[i
             with torch.inference_mode():
                 hs, ht = aligner.hidden_states(batch, lay)
                 sw, tw = batch.words[:batch.size].to(hs.device), batch.words[batch.size:].to(hs.device)
-                for key in ["argmax"] + list(thresholds):
-                    method = "argmax" if key == "argmax" else "softmax"
-                    m = link_matrix(hs.float(), ht.float(), sw, tw, method=method,
-                                    threshold=0.0 if key == "argmax" else key,
-                                    null_sink="none" if key == "argmax" else null_sink)
-                    hyps = [Alignment.from_links((x[0], x[1]) for x in links) for links in word_links(m, sw, tw)]
-                    out[lay][key] += aer_stats(hyps, g).sum(0)
+                for base in ["argmax"] + list(thresholds):
+                    method = "argmax" if base == "argmax" else "softmax"
+                    fwd, bwd = directional_links(hs.float(), ht.float(), sw, tw, method=method,
+                                                 threshold=0.0 if base == "argmax" else base,
+                                                 null_sink="none" if base == "argmax" else null_sink)
+                    for sym in symmetrize:
+                        words = (word_links(fwd & bwd, sw, tw) if sym == "pieces"
+                                 else symmetrized_word_links(fwd, bwd, sw, tw, sym))
+                        hyps = [Alignment.from_links((x[0], x[1]) for x in links) for links in words]
+                        out[lay][ext_key(base, sym)] += aer_stats(hyps, g).sum(0)
     return out
 
 
@@ -225,8 +240,12 @@ def _jsonable_grid(grid: dict) -> dict:
 
 
 def _grid_from_json(doc: dict) -> dict:
-    return {int(lay): {(k if k == "argmax" else float(k)): np.asarray(v) for k, v in row.items()}
+    return {int(lay): {(k if k == "argmax" or "|" in k else float(k)): np.asarray(v) for k, v in row.items()}
             for lay, row in doc.items()}
+
+
+def _menu(bases: list, symmetrize: list[str]) -> list:
+    return [ext_key(b, sym) for sym in symmetrize for b in bases]
 
 
 # -- the recipe -------------------------------------------------------------------------------------------
@@ -325,21 +344,24 @@ class _Run:
             al = CrossAligner.load(model_dir)
             layers = e.layers or list(range(1, al.config.m + 1))
             grid = sweep(al, src, tgt, gold, layers=layers, thresholds=e.thresholds, null_sink="none",
-                         batch_size=e.batch_size)
+                         batch_size=e.batch_size, symmetrize=e.symmetrize)
             return {"grid": _jsonable_grid(grid), "encoder_layers": al.config.m}
         res = run_stage(self.out, "dev-untrained", {"model": file_sig(*_weights(model_dir)), "lines": len(src),
                                                     "gold": file_sig(self.data[self.cfg.data.dev_pair]["paths"]
                                                                      ["gold.talp"]),
-                                                    "layers": e.layers, "thresholds": e.thresholds}, fn)
+                                                    "layers": e.layers, "thresholds": e.thresholds,
+                                                    **_sym_param(e.symmetrize)}, fn)
         grid = _grid_from_json(res["grid"])
-        la, _, aer_a = _best(grid, keys=["argmax"])
-        ls, ts, aer_s = _best(grid, keys=list(e.thresholds))
+        la, ka, aer_a = _best(grid, keys=_menu(["argmax"], e.symmetrize))
+        ls, ks, aer_s = _best(grid, keys=_menu(list(e.thresholds), e.symmetrize))
+        ts, ss = split_key(ks)
         n = int(self.cfg.model.get("n", 2))
         m = self.cfg.model.get("m", DEV)
         if m == DEV:
             m = max(0, min(la - 1, res["encoder_layers"] - n))
         self.choices.update({"untrained_argmax_layer": la, "untrained_softmax_layer": ls,
-                             "untrained_softmax_threshold": ts, "m": int(m), "n": n,
+                             "untrained_softmax_threshold": ts, "untrained_softmax_symmetrize": ss,
+                             "untrained_argmax_symmetrize": split_key(ka)[1], "m": int(m), "n": n,
                              "dev_untrained_argmax_aer": aer_a, "dev_untrained_softmax_aer": aer_s})
         return grid
 
@@ -354,15 +376,15 @@ class _Run:
             al = CrossAligner.from_pretrained(model_dir)
             layers = list(range(1, al.config.m + al.config.n + 1))
             grid = sweep(al, src, tgt, gold, layers=layers, thresholds=e.thresholds, null_sink=al.config.null_sink,
-                         batch_size=e.batch_size)
+                         batch_size=e.batch_size, symmetrize=e.symmetrize)
             return {"grid": _jsonable_grid(grid), "align_layer": al.config.align_layer}
         res = run_stage(self.out, f"dev-{name}", {"model": file_sig(*_weights(model_dir)), "lines": len(src),
-                                                  "thresholds": e.thresholds}, fn)
+                                                  "thresholds": e.thresholds, **_sym_param(e.symmetrize)}, fn)
         grid = _grid_from_json(res["grid"])
         c = res["align_layer"]
         _, tau, _ = _best(grid, layers=[c], keys=list(e.thresholds))
-        keys = (list(e.thresholds) if "softmax" in e.trained_extractors else []) + (
-            ["argmax"] if "argmax" in e.trained_extractors else [])
+        keys = _menu((list(e.thresholds) if "softmax" in e.trained_extractors else []) + (
+            ["argmax"] if "argmax" in e.trained_extractors else []), e.symmetrize)
         lay, ext, aer = _best(grid, layers=[c] if e.trained_layer == "c" else None, keys=keys)
         self.choices.update({f"{name}_threshold": tau, f"{name}_extractor": ext, f"dev_{name}_aer": aer,
                              f"{name}_layer": lay})
@@ -437,9 +459,18 @@ def _weights(model_dir: str) -> list[str]:
     return files + [str(p) for p in (d / "config.json", d / "crossalign.json") if p.is_file()]
 
 
+def _sym_param(symmetrize: list[str]) -> dict:
+    """The symmetrisation menu as part of a dev stage's key, left out when it is the paper's alone (the key of a
+    run made before the menu existed)."""
+    return {} if symmetrize == ["pieces"] else {"symmetrize": symmetrize}
+
+
 def _extraction(ext) -> dict:
-    """``align`` keywords of a dev-chosen extraction: ``"argmax"`` or a softmax τ."""
-    return {"method": "argmax", "null_sink": "none"} if ext == "argmax" else {"threshold": float(ext)}
+    """``align`` keywords of a dev-chosen extraction (an :func:`ext_key`: ``"argmax"`` or a softmax τ, with its
+    symmetrisation)."""
+    base, sym = split_key(ext)
+    kw = {"method": "argmax", "null_sink": "none"} if base == "argmax" else {"threshold": float(base)}
+    return {**kw, "symmetrize": sym}
 
 
 def _extract(model_dir: str, pair_paths: dict, *, trained: bool, batch_size: int, **kw):
@@ -484,14 +515,16 @@ def run_experiment(cfg: CrossAlignRecipeConfig, out: str | os.PathLike, only: li
         systems[pair]["eflomal"] = [list(read_alignments(eff["paths"]["gold"], 0, lengths=lengths))]
         v = vocab[pair]
         la, ls, ts = ch["untrained_argmax_layer"], ch["untrained_softmax_layer"], ch["untrained_softmax_threshold"]
+        sa, ss = ch["untrained_argmax_symmetrize"], ch["untrained_softmax_symmetrize"]
         base = {"model": file_sig(*_weights(v))}
         systems[pair]["untrained-argmax"] = [run.links(pair, "untrained-argmax", _Make(
-            {**base, "layer": la}, lambda v=v, pp=pp: _extract(v, pp, trained=False, batch_size=e.batch_size,
-                                                              method="argmax", layer=la, null_sink="none")))]
+            {**base, "layer": la, **_sym_param([sa])}, lambda v=v, pp=pp: _extract(
+                v, pp, trained=False, batch_size=e.batch_size, method="argmax", layer=la, null_sink="none",
+                symmetrize=sa)))]
         systems[pair]["untrained-softmax"] = [run.links(pair, "untrained-softmax", _Make(
-            {**base, "layer": ls, "tau": ts}, lambda v=v, pp=pp: _extract(
+            {**base, "layer": ls, "tau": ts, **_sym_param([ss])}, lambda v=v, pp=pp: _extract(
                 v, pp, trained=False, batch_size=e.batch_size, method="softmax", layer=ls, threshold=ts,
-                null_sink="none")))]
+                null_sink="none", symmetrize=ss)))]
         if not chosen & {"table2", "table3", "fig5"}:
             continue
         for k, seed in enumerate(e.seeds):

@@ -15,8 +15,8 @@ log = logging.getLogger("xlpe.experiments.cross_align")
 DEV = "dev"
 
 
-ROWS = {"eflomal": "eflomal + {sym}", "untrained-argmax": "untrained encoder, mutual argmax (layer {la})",
-        "untrained-softmax": "untrained encoder, softmax τ={ts:g} (layer {ls})",
+ROWS = {"eflomal": "eflomal + {sym}", "untrained-argmax": "untrained encoder, mutual argmax{sa} (layer {la})",
+        "untrained-softmax": "untrained encoder, softmax τ={ts:g}{ss} (layer {ls})",
         "no-training": "Cross-Align, no training ({nt})",
         "+tlm": "+TLM ({tlm})", "+ssa": "++SSA (Cross-Align, {ssa})"}
 
@@ -59,8 +59,29 @@ def summarise(run, systems: dict, grids: dict, fig3: dict) -> dict:
     return res
 
 
+# the keys of the dev grids, shared with the recipe
+
+def ext_key(base, sym: str = "pieces"):
+    """A sweep key: ``"argmax"`` or a softmax τ (float) with the paper's piece-level join, else ``"<base>|<sym>"``
+    for a word-level symmetrisation ``sym``."""
+    return base if sym == "pieces" else f"{base}|{sym}"
+
+
+def split_key(key) -> tuple[Any, str]:
+    """``(base, sym)`` of an :func:`ext_key`: base ``"argmax"`` or a float τ."""
+    if isinstance(key, str) and "|" in key:
+        base, sym = key.split("|", 1)
+        return (base if base == "argmax" else float(base)), sym
+    return key, "pieces"
+
+
+def _sym_name(sym: str) -> str:
+    return "" if sym == "pieces" else f" + {sym}"
+
+
 def _ext_name(ext) -> str:
-    return "mutual argmax" if ext == "argmax" else f"softmax τ={float(ext):g}"
+    base, sym = split_key(ext)
+    return ("mutual argmax" if base == "argmax" else f"softmax τ={float(base):g}") + _sym_name(sym)
 
 
 def _cell(s: dict | None) -> str:
@@ -72,7 +93,9 @@ def render_report(cfg, results: dict, chosen: set[str]) -> str:
     pairs = list(results["pairs"])
     seeds = len(e.seeds)
     fmt = {"sym": e.eflomal_sym, "la": ch["untrained_argmax_layer"], "ls": ch["untrained_softmax_layer"],
-           "ts": ch["untrained_softmax_threshold"], "tlm": _ext_name(ch.get("tlm_extraction", 0)),
+           "ts": ch["untrained_softmax_threshold"],
+           "sa": _sym_name(ch.get("untrained_argmax_symmetrize", "pieces")),
+           "ss": _sym_name(ch.get("untrained_softmax_symmetrize", "pieces")), "tlm": _ext_name(ch.get("tlm_extraction", 0)),
            "ssa": _ext_name(ch.get("ssa_extraction", 0)), "nt": _ext_name(ch.get("ssa_extraction", 0))}
     if e.trained_layer != "c":
         for stage in ("tlm", "ssa"):
@@ -105,9 +128,9 @@ def render_report(cfg, results: dict, chosen: set[str]) -> str:
         lines += ["", f"`{d.dev_pair}` on all its gold sentences (dev included, for comparison with the papers only): "
                   + ", ".join(f"{k} {v['aer_all_gold']:.1f}" for k, v in dp.items() if "aer_all_gold" in v), ""]
     lines += ["## Where every choice came from", "",
-              f"- untrained baselines: mutual argmax at layer {ch['untrained_argmax_layer']} "
+              f"- untrained baselines: mutual argmax{fmt['sa']} at layer {ch['untrained_argmax_layer']} "
               f"(dev AER {100 * ch['dev_untrained_argmax_aer']:.1f}), softmax at layer "
-              f"{ch['untrained_softmax_layer']} with τ={ch['untrained_softmax_threshold']:g} "
+              f"{ch['untrained_softmax_layer']} with τ={ch['untrained_softmax_threshold']:g}{fmt['ss']} "
               f"(dev AER {100 * ch['dev_untrained_softmax_aer']:.1f}): the best of the sweep on the dev set",
               f"- m={ch['m']}: " + ("the best untrained argmax layer minus 1, on the dev set" if cfg.model.get("m", DEV)
                                     == DEV else "set in [model]"),
@@ -116,7 +139,8 @@ def render_report(cfg, results: dict, chosen: set[str]) -> str:
         if f"{stage}_extraction" in ch:
             src = "set in [model]"
             if cfg.model.get("threshold", DEV) == DEV:
-                src = (f"the best of {', '.join(e.trained_extractors)} on the dev set, "
+                src = (f"the best of {', '.join(e.trained_extractors)} (joined by "
+                       f"{' or '.join(e.symmetrize)}) on the dev set, "
                        f"dev AER {100 * ch[f'dev_{stage}_aer']:.1f}")
             at = "c" if e.trained_layer == "c" else f"layer {ch[f'{stage}_layer']} (the dev-best layer)"
             lines.append(f"- {stage.upper()} model extraction at {at}: {_ext_name(ch[f'{stage}_extraction'])} ({src})")
