@@ -13,12 +13,14 @@ Not a test. Protocol:
 * the variants run interleaved, ``--rounds`` times; medians are reported, and ratios against fp32 / the full
   vocabulary within the same run (hosts differ in speed: compare only within one run);
 * extraction: :meth:`CrossAligner.align` on ``--pairs`` pairs, the Cross-Align model at its alignment layer
-  against the untrained encoder (mutual argmax at the same layer), batch 32.
+  against the untrained encoder (mutual argmax at the same layer), batch 32; ``extract/crossalign-gdfa`` joins the
+  two directions by grow-diag-final-and instead of the paper's piece-level intersection.
 
 Usage::
 
     python benchmarks/bench_crossalign.py --rounds 3                # about 15 minutes on 2 cores
     python benchmarks/bench_crossalign.py --rounds 1 --steps 8 --pairs 400
+    python benchmarks/bench_crossalign.py --only extract --threads 1    # extraction alone
 """
 
 from __future__ import annotations
@@ -80,7 +82,7 @@ def worker(spec: dict) -> dict:
         kwargs = {"method": "argmax", "layer": spec["layer"]}
     else:
         al = CrossAligner.from_encoder(spec["model"], m=spec["m"], n=spec["n"])
-        kwargs = {}
+        kwargs = {"symmetrize": spec.get("symmetrize", "pieces")}
     al.align(src[:32], tgt[:32], **kwargs)                         # warm-up
     t0 = time.perf_counter()
     al.align(src, tgt, **kwargs)
@@ -108,6 +110,8 @@ def main(argv=None) -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--work", help="keep the imported models here (default: a temporary directory)")
+    ap.add_argument("--only", nargs="+", metavar="PREFIX", help="run only the variants whose names start so "
+                                                                  "(e.g. extract)")
     args = ap.parse_args(argv)
     if args.worker:
         print(json.dumps(worker(json.loads(args.worker))))
@@ -139,8 +143,11 @@ def main(argv=None) -> None:
                 variants[f"{stage}/{vocab}/{amp}"] = {**common, "kind": "train", "stage": stage, "model": str(model),
                                                       "amp": amp, "steps": args.steps, "batch": args.batch}
     variants["extract/crossalign"] = {**common, "kind": "extract", "method": "crossalign", "model": str(pruned)}
+    variants["extract/crossalign-gdfa"] = {**variants["extract/crossalign"], "symmetrize": "grow-diag-final-and"}
     variants["extract/untrained-argmax"] = {**common, "kind": "extract", "method": "argmax", "model": str(pruned),
                                             "layer": args.m + 1}
+    if args.only:
+        variants = {k: v for k, v in variants.items() if k.startswith(tuple(args.only))}
     runs = {k: [] for k in variants}
     for r in range(args.rounds):
         for name, spec in variants.items():
@@ -149,12 +156,12 @@ def main(argv=None) -> None:
     med = {k: {key: (max if key == "peak_rss_mb" else statistics.median)(x[key] for x in v) for key in v[0]}
            for k, v in runs.items()}
     ratios = {}
-    for stage in ("tlm", "ssa"):
-        base = med[f"{stage}/full/none"]["pairs_per_s"]
-        for k in (f"{stage}/full/bf16", f"{stage}/pruned/none", f"{stage}/pruned/bf16"):
-            ratios[f"{k} vs {stage}/full/none"] = round(med[k]["pairs_per_s"] / base, 3)
-    ratios["extract/crossalign vs extract/untrained-argmax"] = round(
-        med["extract/crossalign"]["pairs_per_s"] / med["extract/untrained-argmax"]["pairs_per_s"], 3)
+    pairs = [(f"{stage}/{k}", f"{stage}/full/none") for stage in ("tlm", "ssa")
+             for k in ("full/bf16", "pruned/none", "pruned/bf16")]
+    pairs += [("extract/crossalign", "extract/untrained-argmax"), ("extract/crossalign-gdfa", "extract/crossalign")]
+    for a, b in pairs:
+        if a in med and b in med:
+            ratios[f"{a} vs {b}"] = round(med[a]["pairs_per_s"] / med[b]["pairs_per_s"], 3)
     print(json.dumps({"host": platform.node(), "cpus": os.cpu_count(), "args": vars(args), "median": med,
                       "ratios": ratios, "runs": runs}, indent=1))
 
