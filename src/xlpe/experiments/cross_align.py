@@ -358,7 +358,8 @@ class _Run:
         n = int(self.cfg.model.get("n", 2))
         m = self.cfg.model.get("m", DEV)
         if m == DEV:
-            m = max(0, min(la - 1, res["encoder_layers"] - n))
+            arch = _best(grid, keys=["argmax"])[0]   # the paper's mutual argmax places c, whatever the baselines' join
+            m = max(0, min(arch - 1, res["encoder_layers"] - n))
         self.choices.update({"untrained_argmax_layer": la, "untrained_softmax_layer": ls,
                              "untrained_softmax_threshold": ts, "untrained_softmax_symmetrize": ss,
                              "untrained_argmax_symmetrize": split_key(ka)[1], "m": int(m), "n": n,

@@ -132,7 +132,7 @@ def render_report(cfg, results: dict, chosen: set[str]) -> str:
               f"(dev AER {100 * ch['dev_untrained_argmax_aer']:.1f}), softmax at layer "
               f"{ch['untrained_softmax_layer']} with τ={ch['untrained_softmax_threshold']:g}{fmt['ss']} "
               f"(dev AER {100 * ch['dev_untrained_softmax_aer']:.1f}): the best of the sweep on the dev set",
-              f"- m={ch['m']}: " + ("the best untrained argmax layer minus 1, on the dev set" if cfg.model.get("m", DEV)
+              f"- m={ch['m']}: " + ("the best untrained mutual-argmax layer (piece-level join) minus 1, on the dev set" if cfg.model.get("m", DEV)
                                     == DEV else "set in [model]"),
               ]
     for stage in ("tlm", "ssa"):
