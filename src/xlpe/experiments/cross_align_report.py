@@ -95,7 +95,8 @@ def render_report(cfg, results: dict, chosen: set[str]) -> str:
     fmt = {"sym": e.eflomal_sym, "la": ch["untrained_argmax_layer"], "ls": ch["untrained_softmax_layer"],
            "ts": ch["untrained_softmax_threshold"],
            "sa": _sym_name(ch.get("untrained_argmax_symmetrize", "pieces")),
-           "ss": _sym_name(ch.get("untrained_softmax_symmetrize", "pieces")), "tlm": _ext_name(ch.get("tlm_extraction", 0)),
+           "ss": _sym_name(ch.get("untrained_softmax_symmetrize", "pieces")),
+           "tlm": _ext_name(ch.get("tlm_extraction", 0)),
            "ssa": _ext_name(ch.get("ssa_extraction", 0)), "nt": _ext_name(ch.get("ssa_extraction", 0))}
     if e.trained_layer != "c":
         for stage in ("tlm", "ssa"):
@@ -132,8 +133,8 @@ def render_report(cfg, results: dict, chosen: set[str]) -> str:
               f"(dev AER {100 * ch['dev_untrained_argmax_aer']:.1f}), softmax at layer "
               f"{ch['untrained_softmax_layer']} with τ={ch['untrained_softmax_threshold']:g}{fmt['ss']} "
               f"(dev AER {100 * ch['dev_untrained_softmax_aer']:.1f}): the best of the sweep on the dev set",
-              f"- m={ch['m']}: " + ("the best untrained mutual-argmax layer (piece-level join) minus 1, on the dev set" if cfg.model.get("m", DEV)
-                                    == DEV else "set in [model]"),
+              f"- m={ch['m']}: " + ("the best untrained mutual-argmax layer (piece-level join) minus 1, on the dev set"
+                                    if cfg.model.get("m", DEV) == DEV else "set in [model]"),
               ]
     for stage in ("tlm", "ssa"):
         if f"{stage}_extraction" in ch:
