@@ -15,7 +15,8 @@ resumable.
 5. ``train-<pair>-s<seed>``: stage 1 (TLM) then, after ``dev-tlm`` chose the τ of the dev pair's stage-1 model
    on the dev set, stage 2 (SSA) with that τ as its label threshold when ``train.label_threshold = "dev"``;
    ``dev-ssa`` chooses the final extraction the same way (``model.threshold = "dev"``: softmax at the best τ or
-   mutual argmax, ``experiment.trained_extractors``, the menu the untrained baselines have too). The dev pair trains
+   mutual argmax, ``experiment.trained_extractors``, the menu the untrained baselines have too; each joined in the
+   way of ``experiment.symmetrize`` the dev set prefers, for every system). The dev pair trains
    first; every other pair uses its choices unchanged (nothing is tuned per pair).
 6. ``links-<pair>``: every system's links on the gold sentences; the report (:mod:`.cross_align_report`) scores
    the **test** part (every
