@@ -16,8 +16,9 @@ from transformers import BertConfig, BertModel  # noqa: E402
 
 import xlpe.align.crossalign_data as cd  # noqa: E402
 import xlpe.align.crossalign_train as ct  # noqa: E402
-from xlpe.align.crossalign import (CrossAligner, directional_links, key_mask, link_matrix,  # noqa: E402
-                                   softmax_both_ways, symmetrized_word_links, word_links)
+from xlpe.align.crossalign import CrossAligner  # noqa: E402
+from xlpe.align.crossalign_extract import (directional_links, key_mask, link_matrix,  # noqa: E402
+                                           softmax_both_ways, symmetrized_word_links, word_links)
 from xlpe.align.symmetrize import METHODS as SYM_METHODS  # noqa: E402
 from xlpe.align.symmetrize import symmetrize_sets  # noqa: E402
 from xlpe.cli import main  # noqa: E402

@@ -23,7 +23,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from xlpe.align.crossalign import Batch, CrossAligner, collate, encode_words, link_matrix
+from xlpe.align.crossalign import Batch, CrossAligner, collate, encode_words
+from xlpe.align.crossalign_extract import link_matrix
 from xlpe.errors import XlpeError
 from xlpe.io.atomic import atomic_write
 from xlpe.io.bitext import read_bitext

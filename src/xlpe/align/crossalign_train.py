@@ -36,7 +36,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from xlpe.align.crossalign import CONFIG_NAME, Batch, CrossAligner, key_mask, softmax_both_ways
+from xlpe.align.crossalign import CONFIG_NAME, Batch, CrossAligner
+from xlpe.align.crossalign_extract import key_mask, softmax_both_ways
 from xlpe.align.crossalign_data import LABELS, PairData, PairSampler, WordLinks, cached_labels
 from xlpe.config import option
 from xlpe.errors import ConfigError

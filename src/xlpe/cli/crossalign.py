@@ -24,7 +24,8 @@ import sys
 import time
 from pathlib import Path
 
-from xlpe.align.crossalign import CONFIG_NAME, METHODS, NULL_SINKS, CrossAlignConfig, read_hf_config
+from xlpe.align.crossalign import CONFIG_NAME, CrossAlignConfig, read_hf_config
+from xlpe.align.crossalign_extract import METHODS, NULL_SINKS
 from xlpe.align.crossalign_train import STAGES, TrainConfig
 from xlpe.config import add_config_arguments, add_dataclass_arguments, build, merge_sources
 from xlpe.errors import ConfigError

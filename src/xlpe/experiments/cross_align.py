@@ -143,7 +143,7 @@ class CrossAlignRecipeConfig:
             raise ConfigError("experiment.trained_extractors: one or both of 'softmax', 'argmax'")
         if not e.symmetrize:
             raise ConfigError("experiment.symmetrize: name at least one ('pieces' is the paper's)")
-        from xlpe.align.crossalign import check_symmetrize
+        from xlpe.align.crossalign_extract import check_symmetrize
         e.symmetrize = list(dict.fromkeys(check_symmetrize(x) for x in e.symmetrize))
         if e.trained_layer not in ("c", DEV):
             raise ConfigError(f"experiment.trained_layer: 'c' or 'dev', not {e.trained_layer!r}")
@@ -194,7 +194,7 @@ def sweep(aligner, src: list[str], tgt: list[str], gold: list, *, layers: list[i
     per-sentence :func:`aer_stats` summed."""
     import torch
 
-    from xlpe.align.crossalign import directional_links, symmetrized_word_links, word_links
+    from xlpe.align.crossalign_extract import directional_links, symmetrized_word_links, word_links
     from xlpe.io.alignments import Alignment
 
     symmetrize = list(dict.fromkeys(["pieces", *symmetrize]))    # the paper's always: SSA labels, Figure 5

@@ -1,0 +1,182 @@
+"""Cross-Align extraction (Lai et al. 2022, SPEC §7.2): from two streams' layer states to word links, as pure
+tensor functions over a batch (what the tests check directly; :meth:`xlpe.align.crossalign.CrossAligner.align` and
+the SSA labels of :mod:`xlpe.align.crossalign_data` run them).
+
+Extraction (SPEC §7.2, paper Eq. 10): raw dot products ``S = s tᵀ`` of the layer-``c`` states (no scaling), a
+softmax over target keys (``P^f``) and over source keys (``P^b``), links where both exceed τ. ``null_sink='cls'``
+keeps the other side's [CLS] among the keys (unaligned tokens can put their mass there; the stage-2 code path,
+default) and ``'none'`` removes it (the stage-1 code path); [SEP] and pads are never keys, and the [CLS] row and
+column are never read. Subword links become word links by the "any" rule (SPEC §8.3): WordPiece runs per
+whitespace word, so no piece crosses a word boundary. ``method='argmax'`` is the SimAlign / awesome-align
+mutual-argmax extractor for an untrained encoder at any layer. Optional probabilities follow awesome-align:
+``2 P^f' P^b' / (P^f' + P^b')`` with ``P' = softmax(S / sqrt(len))``, the word's value the max over its pieces.
+``symmetrize`` (``[I]``, not in the paper): instead of keeping a link where both directions pass at the piece level
+(``"pieces"``, the paper's Eq. 10 and mutual argmax), take each direction's word links alone (``P^f > τ`` and
+``P^b > τ``, or each piece's argmax) and join them with a word-level symmetrisation of :mod:`xlpe.align.symmetrize`
+(``grow-diag-final-and`` as for eflomal; ``intersection`` differs from ``"pieces"`` only where a word has several
+pieces).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from xlpe.align.symmetrize import METHODS as SYM_METHODS
+from xlpe.align.symmetrize import canonical_method, symmetrize_batch
+from xlpe.errors import ConfigError
+
+NULL_SINKS = ("cls", "none")
+METHODS = ("softmax", "argmax")
+#: how the two directions' links are joined: at the piece level (the paper) or by a word-level symmetrisation [I]
+SYMMETRIZE = ("pieces",) + SYM_METHODS
+
+
+def check_extraction(layer: int, threshold: float, null_sink: str, method: str, layers: int) -> None:
+    if not 0 <= layer <= layers:
+        raise ConfigError(f"alignment layer must be in 0..{layers} (0 = embeddings, c = output of layer c), "
+                          f"not {layer}")
+    if not 0.0 <= threshold < 1.0:
+        raise ConfigError(f"threshold must be in [0, 1), not {threshold}")
+    if null_sink not in NULL_SINKS:
+        raise ConfigError(f"null_sink must be one of {', '.join(NULL_SINKS)}, not {null_sink!r}")
+    if method not in METHODS:
+        raise ConfigError(f"extraction method must be one of {', '.join(METHODS)}, not {method!r}")
+
+
+def check_symmetrize(symmetrize: str) -> str:
+    """The canonical name of a :data:`SYMMETRIZE` choice (short forms such as ``gdfa`` accepted)."""
+    if symmetrize == "pieces":
+        return symmetrize
+    try:
+        return canonical_method(symmetrize)
+    except ConfigError:
+        raise ConfigError(f"symmetrize must be one of {', '.join(SYMMETRIZE)} (or gd, gdf, gdfa), "
+                          f"not {symmetrize!r}") from None
+
+
+# -- extraction: pure tensor functions -------------------------------------------------------------------
+
+def key_mask(words: Tensor, null_sink: str) -> Tensor:
+    """Positions allowed as softmax keys: the word pieces (``words >= 0``), plus [CLS] (position 0) as a sink."""
+    keys = words >= 0
+    if null_sink == "cls":
+        keys = keys.clone()
+        keys[:, 0] = True
+    return keys
+
+
+def softmax_both_ways(scores: Tensor, src_keys: Tensor, tgt_keys: Tensor) -> tuple[Tensor, Tensor]:
+    """``P^f`` (softmax over target keys, rows sum to 1) and ``P^b`` (over source keys, columns sum to 1)."""
+    s = scores.float()
+    pf = torch.softmax(s.masked_fill(~tgt_keys[:, None, :], float("-inf")), dim=-1)
+    pb = torch.softmax(s.masked_fill(~src_keys[:, :, None], float("-inf")), dim=1)
+    return pf, pb
+
+
+def directional_links(hs: Tensor, ht: Tensor, src_words: Tensor, tgt_words: Tensor, *, method: str = "softmax",
+                      threshold: float = 0.15, null_sink: str = "cls") -> tuple[Tensor, Tensor]:
+    """Each direction's subword links ``(B, Ts, Tt)`` (bool) from layer states ``hs (B, Ts, d)``, ``ht (B, Tt, d)``:
+    ``P^f > τ`` and ``P^b > τ`` (softmax), or each source piece's best target piece and each target piece's best
+    source piece (argmax).
+
+    ``src_words``/``tgt_words`` give each position's word index, -1 for [CLS] (position 0), [SEP] and pads.
+    """
+    scores = torch.bmm(hs.float(), ht.float().transpose(1, 2))
+    sk, tk = key_mask(src_words, null_sink), key_mask(tgt_words, null_sink)
+    if method == "softmax":
+        pf, pb = softmax_both_ways(scores, sk, tk)
+        return pf > threshold, pb > threshold
+    s_row = scores.masked_fill(~tk[:, None, :], float("-inf"))
+    s_col = scores.masked_fill(~sk[:, :, None], float("-inf"))
+    keys = tk[:, None, :] & sk[:, :, None]
+    return (s_row == s_row.amax(-1, keepdim=True)) & keys, (s_col == s_col.amax(1, keepdim=True)) & keys
+
+
+def link_matrix(hs: Tensor, ht: Tensor, src_words: Tensor, tgt_words: Tensor, *, method: str = "softmax",
+                threshold: float = 0.15, null_sink: str = "cls") -> Tensor:
+    """Subword links ``(B, Ts, Tt)`` (bool) where both directions agree (SPEC §7.2; mutual argmax for
+    ``method='argmax'``); arguments as :func:`directional_links`."""
+    fwd, bwd = directional_links(hs, ht, src_words, tgt_words, method=method, threshold=threshold,
+                                 null_sink=null_sink)
+    return fwd & bwd
+
+
+def link_probabilities(hs: Tensor, ht: Tensor, src_words: Tensor, tgt_words: Tensor, null_sink: str = "cls") -> Tensor:
+    """awesome-align's link probability ``2 P^f' P^b' / (P^f' + P^b')`` with ``P^f' = softmax(S/sqrt(len_tgt))``
+    and ``P^b' = softmax(S/sqrt(len_src))``, len = the sentence's number of word pieces [I]."""
+    scores = torch.bmm(hs.float(), ht.float().transpose(1, 2))
+    ls = (src_words >= 0).sum(1).clamp(min=1).float().sqrt()[:, None, None]
+    lt = (tgt_words >= 0).sum(1).clamp(min=1).float().sqrt()[:, None, None]
+    sk, tk = key_mask(src_words, null_sink), key_mask(tgt_words, null_sink)
+    pf = softmax_both_ways(scores / lt, sk, tk)[0]
+    pb = softmax_both_ways(scores / ls, sk, tk)[1]
+    den = pf + pb
+    return torch.where(den > 0, 2 * pf * pb / den.clamp(min=1e-30), torch.zeros_like(den))
+
+
+def _word_keys(links: Tensor, src_words: Tensor, tgt_words: Tensor):
+    """Sorted unique ``(b * W + i) * W + j`` keys of the word pairs with a linked piece pair, ``W``, and the key
+    of every piece pair (with the mask of real ones)."""
+    B = links.shape[0]
+    sw, tw = src_words.long(), tgt_words.long()
+    W = int(max(sw.max().item(), tw.max().item(), 0)) + 1
+    valid = (sw >= 0)[:, :, None] & (tw >= 0)[:, None, :]
+    bidx = torch.arange(B, device=links.device)[:, None, None]
+    pair_key = (bidx * W + sw.clamp(min=0)[:, :, None]) * W + tw.clamp(min=0)[:, None, :]
+    return torch.unique(pair_key[links & valid]), W, pair_key, valid
+
+
+def _word_probs(probs: Tensor, pair_key: Tensor, valid: Tensor, W: int) -> Tensor:
+    """Each word pair's probability, the max over its piece pairs, indexed by word-pair key."""
+    best = torch.full((probs.shape[0] * W * W,), float("-inf"), device=probs.device)
+    best.scatter_reduce_(0, pair_key[valid], probs[valid].float(), reduce="amax")
+    return best
+
+
+def _rows(B: int, b: Tensor, cols: list[Tensor]) -> list[list[tuple]]:
+    counts = torch.bincount(b, minlength=B).tolist()
+    rows = list(zip(*[c.tolist() for c in cols])) if b.numel() else []
+    out, k = [], 0
+    for c in counts:
+        out.append(rows[k:k + c])
+        k += c
+    return out
+
+
+def word_links(links: Tensor, src_words: Tensor, tgt_words: Tensor,
+               probs: Tensor | None = None) -> list[list[tuple]]:
+    """Subword links -> sorted word links per pair by the "any" rule; with ``probs`` each link is ``(i, j, p)``
+    with ``p`` the max over all piece pairs of the two words. Vectorised over the batch."""
+    keys, W, pair_key, valid = _word_keys(links, src_words, tgt_words)
+    b, rest = keys // (W * W), keys % (W * W)
+    cols = [rest // W, rest % W]
+    if probs is not None:
+        cols.append(_word_probs(probs, pair_key, valid, W)[keys])
+    return _rows(links.shape[0], b, cols)
+
+
+def symmetrized_word_links(fwd: Tensor, bwd: Tensor, src_words: Tensor, tgt_words: Tensor, method: str,
+                           probs: Tensor | None = None) -> list[list[tuple]]:
+    """The two directions' subword links of :func:`directional_links` -> word links ("any" rule) each, joined per
+    pair by the word-level symmetrisation ``method`` (:func:`xlpe.align.symmetrize.symmetrize_batch`). ``bwd``
+    (each target piece's sources, ``P^b``) plays the forward links of an IBM-style source→target model, ``fwd``
+    (each source piece's targets, ``P^f``) the reverse ones. Output as :func:`word_links`."""
+    B = fwd.shape[0]
+    csr = []
+    for links in (fwd, bwd):
+        keys, W, pair_key, valid = _word_keys(links, src_words, tgt_words)
+        b = (keys // (W * W)).cpu().numpy()
+        ptr = np.zeros(B + 1, dtype=np.int64)
+        ptr[1:] = np.cumsum(np.bincount(b, minlength=B))
+        rest = (keys % (W * W)).cpu().numpy()
+        csr.append((ptr, rest // W, rest % W))
+    ptr, i, j = symmetrize_batch(csr[1], csr[0], method)
+    b = torch.from_numpy(np.repeat(np.arange(B), np.diff(ptr)))
+    i, j = torch.from_numpy(i), torch.from_numpy(j)
+    cols = [i, j]
+    if probs is not None:
+        best = _word_probs(probs, pair_key, valid, W).cpu()
+        cols.append(best[(b * W + i) * W + j])
+    return _rows(B, b, cols)
