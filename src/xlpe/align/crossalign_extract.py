@@ -116,16 +116,15 @@ def link_probabilities(hs: Tensor, ht: Tensor, src_words: Tensor, tgt_words: Ten
     return torch.where(den > 0, 2 * pf * pb / den.clamp(min=1e-30), torch.zeros_like(den))
 
 
-def _word_keys(links: Tensor, src_words: Tensor, tgt_words: Tensor):
-    """Sorted unique ``(b * W + i) * W + j`` keys of the word pairs with a linked piece pair, ``W``, and the key
-    of every piece pair (with the mask of real ones)."""
-    B = links.shape[0]
+def _pair_keys(src_words: Tensor, tgt_words: Tensor) -> tuple[int, Tensor, Tensor]:
+    """``W`` (words per sentence, at most), the word-pair key ``(b * W + i) * W + j`` of every piece pair
+    ``(B, Ts, Tt)`` and the mask of the real ones (both pieces in a word)."""
     sw, tw = src_words.long(), tgt_words.long()
     W = int(max(sw.max().item(), tw.max().item(), 0)) + 1
     valid = (sw >= 0)[:, :, None] & (tw >= 0)[:, None, :]
-    bidx = torch.arange(B, device=links.device)[:, None, None]
+    bidx = torch.arange(sw.shape[0], device=sw.device)[:, None, None]
     pair_key = (bidx * W + sw.clamp(min=0)[:, :, None]) * W + tw.clamp(min=0)[:, None, :]
-    return torch.unique(pair_key[links & valid]), W, pair_key, valid
+    return W, pair_key, valid
 
 
 def _word_probs(probs: Tensor, pair_key: Tensor, valid: Tensor, W: int) -> Tensor:
@@ -149,7 +148,8 @@ def word_links(links: Tensor, src_words: Tensor, tgt_words: Tensor,
                probs: Tensor | None = None) -> list[list[tuple]]:
     """Subword links -> sorted word links per pair by the "any" rule; with ``probs`` each link is ``(i, j, p)``
     with ``p`` the max over all piece pairs of the two words. Vectorised over the batch."""
-    keys, W, pair_key, valid = _word_keys(links, src_words, tgt_words)
+    W, pair_key, valid = _pair_keys(src_words, tgt_words)
+    keys = torch.unique(pair_key[links & valid])                       # sorted: (b, i, j) order
     b, rest = keys // (W * W), keys % (W * W)
     cols = [rest // W, rest % W]
     if probs is not None:
@@ -164,9 +164,10 @@ def symmetrized_word_links(fwd: Tensor, bwd: Tensor, src_words: Tensor, tgt_word
     (each target piece's sources, ``P^b``) plays the forward links of an IBM-style source→target model, ``fwd``
     (each source piece's targets, ``P^f``) the reverse ones. Output as :func:`word_links`."""
     B = fwd.shape[0]
+    W, pair_key, valid = _pair_keys(src_words, tgt_words)
     csr = []
     for links in (fwd, bwd):
-        keys, W, pair_key, valid = _word_keys(links, src_words, tgt_words)
+        keys = torch.unique(pair_key[links & valid])
         b = (keys // (W * W)).cpu().numpy()
         ptr = np.zeros(B + 1, dtype=np.int64)
         ptr[1:] = np.cumsum(np.bincount(b, minlength=B))
