@@ -1,6 +1,7 @@
 """Paired test of the two ways of joining a trained Cross-Align model's directions, on a finished
-``xlpe experiment cross-align`` folder: the links the recipe wrote for ++SSA (``links-<pair>/ssa-s<seed>.align``,
-with the join the dev set chose) against the paper's piece-level join at the same layer and τ, re-extracted here.
+``xlpe experiment cross-align`` folder: the links the recipe wrote for ++SSA (``links-<pair>/ssa-s<seed>.align``;
+``--stage ssa-r2`` for a further round), with the join the dev set chose, against the paper's piece-level join at
+the same layer and τ, re-extracted here.
 Scores the test part of every pair (the dev pair without its first ``data.dev_lines`` sentences) with a paired
 bootstrap over gold sentences (:func:`xlpe.evaluate.significance.compare`, 1,000 resamples). Prints JSON.
 
@@ -25,25 +26,28 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("run", type=Path, help="a finished xlpe experiment cross-align folder")
     ap.add_argument("--resamples", type=int, default=1000)
+    ap.add_argument("--stage", default="ssa", help="the trained model: ssa (the paper's SSA) or ssa-r2, ... "
+                    "(a further round of experiment.ssa_rounds)")
     args = ap.parse_args(argv)
     doc = json.loads((args.run / "results.json").read_text())
     cfg, ch = doc["config"], doc["results"]["choices"]
-    base, sym = split_key(ch["ssa_extraction"])
+    st = args.stage
+    base, sym = split_key(ch[f"{st}_extraction"])
     if base == "argmax":
         kw = {"method": "argmax", "null_sink": "none"}
     else:
         kw = {"threshold": float(base)}
     if cfg["experiment"]["trained_layer"] == "dev":
-        kw["layer"] = ch["ssa_layer"]
+        kw["layer"] = ch[f"{st}_layer"]
     seed = cfg["experiment"]["seeds"][0]
-    out = {"chosen": {"extraction": ch["ssa_extraction"], **kw}, "pairs": {}}
+    out = {"stage": st, "chosen": {"extraction": ch[f"{st}_extraction"], **kw}, "pairs": {}}
     for pair in doc["results"]["pairs"]:
         d = args.run / f"data-{pair}"
         src, tgt = (d / "gold.src").read_text().splitlines(), (d / "gold.tgt").read_text().splitlines()
         lengths = [(len(a.split(" ")), len(b.split(" "))) for a, b in zip(src, tgt)]
         gold = list(read_alignments(d / "gold.talp", 0, lengths=lengths))
-        chosen = list(read_alignments(args.run / f"links-{pair}" / f"ssa-s{seed}.align", 0, lengths=lengths))
-        al = CrossAligner.from_pretrained(args.run / f"train-{pair}-s{seed}-ssa" / "ssa" / "model")
+        chosen = list(read_alignments(args.run / f"links-{pair}" / f"{st}-s{seed}.align", 0, lengths=lengths))
+        al = CrossAligner.from_pretrained(args.run / f"train-{pair}-s{seed}-{st}" / "ssa" / "model")
         paper = al.align([s.split(" ") for s in src], [t.split(" ") for t in tgt], symmetrize="pieces", **kw)
         sl = slice(cfg["data"]["dev_lines"] if pair == cfg["data"]["dev_pair"] else 0, None)
         a, b = aer_stats(paper[sl], gold[sl]), aer_stats(chosen[sl], gold[sl])

@@ -16,8 +16,11 @@ resumable.
    on the dev set, stage 2 (SSA) with that τ as its label threshold when ``train.label_threshold = "dev"``;
    ``dev-ssa`` chooses the final extraction the same way (``model.threshold = "dev"``: softmax at the best τ or
    mutual argmax, ``experiment.trained_extractors``, the menu the untrained baselines have too; each joined in the
-   way of ``experiment.symmetrize`` the dev set prefers, for every system). The dev pair trains
-   first; every other pair uses its choices unchanged (nothing is tuned per pair).
+   way of ``experiment.symmetrize`` the dev set prefers, for every system). ``experiment.ssa_rounds`` adds SSA
+   rounds ``train-<pair>-s<seed>-ssa-r<k>`` (self-training, ``[I]``): each starts from the round before, its labels
+   from that model at its dev-best τ at c, and ``dev-ssa-r<k>`` chooses its extraction; the last round is the
+   recipe's Cross-Align. The dev pair trains first; every other pair uses its choices unchanged (nothing is tuned
+   per pair).
 6. ``links-<pair>``: every system's links on the gold sentences; the report (:mod:`.cross_align_report`) scores
    the **test** part (every
    gold sentence of a non-dev pair; the dev pair's sentences after ``dev_lines``) with AER / P / R and
@@ -51,7 +54,7 @@ from xlpe.data.gold_sets import GOLD_SETS, HANSARDS_NORM_VERSION, GoldSet, custo
 from xlpe.errors import ConfigError
 from xlpe.evaluate.significance import aer_score, aer_stats
 from xlpe.experiments.cache import digest, file_sig, run_stage
-from xlpe.experiments.cross_align_report import ext_key, split_key
+from xlpe.experiments.cross_align_report import ext_key, split_key, trained_stages
 from xlpe.experiments.recipe import TOML_TABLES, write_outputs
 from xlpe.experiments.stages import align_stage, read_text
 from xlpe.io.alignments import read_alignments, write_alignments
@@ -96,6 +99,9 @@ class CrossAlignExperiment:
     # the layer a trained model's links come from: "c" (its alignment layer, the paper) or "dev" (its dev-best
     # layer, with the extractor; SSA with train.ssa_trainable = "upto" also improves the layers below c) [I]
     trained_layer: str = "c"
+    # further SSA rounds [I] (self-training, not in the paper): round k trains round k-1's model again for this
+    # many epochs, on labels from that model (the paper's join at c, τ its dev-best there); [] = the paper's one round
+    ssa_rounds: list[float] = field(default_factory=list)
     eflomal_sym: str = "grow-diag-final-and"
     bootstrap_samples: int = 1000
     batch_size: int = 32               # extraction batch
@@ -145,6 +151,8 @@ class CrossAlignRecipeConfig:
             raise ConfigError("experiment.symmetrize: name at least one ('pieces' is the paper's)")
         from xlpe.align.crossalign_extract import check_symmetrize
         e.symmetrize = list(dict.fromkeys(check_symmetrize(x) for x in e.symmetrize))
+        if any(not isinstance(x, (int, float)) or x <= 0 for x in e.ssa_rounds):
+            raise ConfigError(f"experiment.ssa_rounds: the epochs of each further SSA round, each > 0, not {e.ssa_rounds}")
         if e.trained_layer not in ("c", DEV):
             raise ConfigError(f"experiment.trained_layer: 'c' or 'dev', not {e.trained_layer!r}")
         model = {k: v for k, v in self.model.items() if v != DEV}
@@ -507,6 +515,8 @@ def run_experiment(cfg: CrossAlignRecipeConfig, out: str | os.PathLike, only: li
     ch = run.choices
     systems: dict[str, dict[str, list]] = {p: {} for p in run.pairs}     # pair -> system -> per seed alignments
     trained: dict[tuple, str] = {}
+    stages = trained_stages(e)
+    final = stages[-1]
     for pair in run.pairs:                                     # the dev pair first: its choices serve every pair
         pp = run.data[pair]["paths"]
         eff = align_stage(out / f"eflomal-{pair}", {"corpus": (pp["corpus.src"], pp["corpus.tgt"]),
@@ -533,11 +543,18 @@ def run_experiment(cfg: CrossAlignRecipeConfig, out: str | os.PathLike, only: li
             tlm = run.train_stage(f"train-{pair}-s{seed}-tlm", "tlm", v, pair, seed)
             if pair == dev and k == 0:
                 grids["tlm"] = run.dev_trained("tlm", tlm)
-            ssa = run.train_stage(f"train-{pair}-s{seed}-ssa", "ssa", tlm, pair, seed)
-            if pair == dev and k == 0:
-                grids["ssa"] = run.dev_trained("ssa", ssa)
-            trained[(pair, seed, "tlm")], trained[(pair, seed, "ssa")] = tlm, ssa
-        for stage in ("tlm", "ssa"):
+            trained[(pair, seed, "tlm")] = model = tlm
+            for r, stage in enumerate(stages[1:]):      # SSA, then each further round on the previous one's labels
+                extra = None
+                if r:
+                    extra = {"ssa_epochs": e.ssa_rounds[r - 1]}
+                    if cfg.train.get("label_threshold") == DEV:     # the labelling model's own dev τ at c
+                        extra["label_threshold"] = ch[f"{stages[r]}_threshold"]
+                model = run.train_stage(f"train-{pair}-s{seed}-{stage}", "ssa", model, pair, seed, extra=extra)
+                if pair == dev and k == 0:
+                    grids[stage] = run.dev_trained(stage, model)
+                trained[(pair, seed, stage)] = model
+        for stage in stages:
             ext = ch[f"{stage}_extractor"] if cfg.model.get("threshold", DEV) == DEV else float(cfg.model["threshold"])
             ch[f"{stage}_extraction"] = ext
             at = {"layer": ch[f"{stage}_layer"]} if e.trained_layer == DEV else {}      # else the model's own c
@@ -553,9 +570,9 @@ def run_experiment(cfg: CrossAlignRecipeConfig, out: str | os.PathLike, only: li
                 al = CrossAligner.from_encoder(v, **run.model_options())
                 src, tgt = read_text(pp["gold.src"]), read_text(pp["gold.tgt"])
                 return al.align([s.split(" ") for s in src], [t.split(" ") for t in tgt], batch_size=e.batch_size,
-                                **_extraction(ch["ssa_extraction"]))
+                                **_extraction(ch[f"{final}_extraction"]))
             systems[pair]["no-training"] = [run.links(pair, "no-training", _Make(
-                {**base, "opts": run.model_options(), "seed": e.seeds[0], "extraction": ch["ssa_extraction"]},
+                {**base, "opts": run.model_options(), "seed": e.seeds[0], "extraction": ch[f"{final}_extraction"]},
                 untrained_ca))]
     fig3 = {}
     if "fig3" in chosen:

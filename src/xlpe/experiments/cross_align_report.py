@@ -21,6 +21,18 @@ ROWS = {"eflomal": "eflomal + {sym}", "untrained-argmax": "untrained encoder, mu
         "+tlm": "+TLM ({tlm})", "+ssa": "++SSA (Cross-Align, {ssa})"}
 
 
+def trained_stages(e) -> list[str]:
+    """The trained models of one seed, in order: ``tlm``, ``ssa`` (the paper's two stages), then ``ssa-r2``, ...
+    for each of ``experiment.ssa_rounds``; the last is the recipe's Cross-Align."""
+    return ["tlm", "ssa"] + [f"ssa-r{k}" for k in range(2, len(e.ssa_rounds) + 2)]
+
+
+def _row(name: str, fmt: dict) -> str:
+    if name.startswith("+ssa-r"):
+        return f"+ SSA round {name[len('+ssa-r'):]} [I] (labels from the round before; {fmt[name[1:]]})"
+    return ROWS[name].format(**fmt)
+
+
 def summarise(run, systems: dict, grids: dict, fig3: dict) -> dict:
     """Every number of the report from the recipe's run (``_Run``), per pair and system."""
     e = run.cfg.experiment
@@ -43,8 +55,11 @@ def summarise(run, systems: dict, grids: dict, fig3: dict) -> dict:
         res["pairs"][pair] = {"sentences": len(gold), "dev_excluded": sl.start or 0, "systems": scores,
                               "corpus_lines": run.data[pair]["corpus"], "sources": run.data[pair]["sources"]}
         comps = {}
-        for cand, base in (("+ssa", "eflomal"), ("+ssa", "untrained-argmax"), ("+ssa", "untrained-softmax"),
-                           ("+tlm", "no-training"), ("+ssa", "+tlm"), ("+tlm", "untrained-argmax")):
+        final = f"+{trained_stages(e)[-1]}"
+        for cand, base in ((final, "eflomal"), (final, "untrained-argmax"), (final, "untrained-softmax"),
+                           ("+tlm", "no-training"), ("+ssa", "+tlm"), ("+tlm", "untrained-argmax"), (final, "+ssa")):
+            if cand == base:
+                continue
             if cand in stats and base in stats:
                 c = compare("AER", stats[base], stats[cand], aer_score, higher_is_better=False,
                             resamples=e.bootstrap_samples)
@@ -90,6 +105,8 @@ def _cell(s: dict | None) -> str:
 
 def render_report(cfg, results: dict, chosen: set[str]) -> str:
     ch, d, e = results["choices"], cfg.data, cfg.experiment
+    stages = trained_stages(e)
+    rounds = [f"+{stage}" for stage in stages[2:]]
     pairs = list(results["pairs"])
     seeds = len(e.seeds)
     fmt = {"sym": e.eflomal_sym, "la": ch["untrained_argmax_layer"], "ls": ch["untrained_softmax_layer"],
@@ -97,9 +114,10 @@ def render_report(cfg, results: dict, chosen: set[str]) -> str:
            "sa": _sym_name(ch.get("untrained_argmax_symmetrize", "pieces")),
            "ss": _sym_name(ch.get("untrained_softmax_symmetrize", "pieces")),
            "tlm": _ext_name(ch.get("tlm_extraction", 0)),
-           "ssa": _ext_name(ch.get("ssa_extraction", 0)), "nt": _ext_name(ch.get("ssa_extraction", 0))}
+           "nt": _ext_name(ch.get(f"{stages[-1]}_extraction", 0))}
+    fmt.update({stage: _ext_name(ch.get(f"{stage}_extraction", 0)) for stage in stages})
     if e.trained_layer != "c":
-        for stage in ("tlm", "ssa"):
+        for stage in stages:
             fmt[stage] += f", layer {ch.get(f'{stage}_layer')}"
     pruned = " (vocabulary pruned to each pair's text)" if e.prune_vocab else ""
     lines = ["# Cross-Align (Lai et al. 2022) at small scale", "",
@@ -111,15 +129,16 @@ def render_report(cfg, results: dict, chosen: set[str]) -> str:
              "(AER % with precision/recall in brackets).", ""]
     head = "| system | " + " | ".join(f"{p} ({results['pairs'][p]['sentences']})" for p in pairs) + " |"
     if chosen & {"table2", "table3"}:
-        for title, rows in (("Table 2 analogue", ["eflomal", "untrained-argmax", "untrained-softmax", "+ssa"]),
-                            ("Table 3 analogue (ablation)", ["no-training", "+tlm", "+ssa"])):
+        for title, rows in (("Table 2 analogue", ["eflomal", "untrained-argmax", "untrained-softmax",
+                                                  f"+{stages[-1]}"]),
+                            ("Table 3 analogue (ablation)", ["no-training", "+tlm", "+ssa", *rounds])):
             key = "table2" if title.startswith("Table 2") else "table3"
             if key not in chosen:
                 continue
             lines += [f"## {title}", "", head, "|---|" + "---|" * len(pairs)]
             for r in rows:
                 cells = [_cell(results["pairs"][p]["systems"].get(r)) for p in pairs]
-                lines.append(f"| {ROWS[r].format(**fmt)} | " + " | ".join(cells) + " |")
+                lines.append(f"| {_row(r, fmt)} | " + " | ".join(cells) + " |")
             lines.append("")
         lines += ["## Significance (paired bootstrap over test gold sentences, seeds kept together)", ""]
         for p in pairs:
@@ -136,7 +155,7 @@ def render_report(cfg, results: dict, chosen: set[str]) -> str:
               f"- m={ch['m']}: " + ("the best untrained mutual-argmax layer (piece-level join) minus 1, on the dev set"
                                     if cfg.model.get("m", DEV) == DEV else "set in [model]"),
               ]
-    for stage in ("tlm", "ssa"):
+    for stage in stages:
         if f"{stage}_extraction" in ch:
             src = "set in [model]"
             if cfg.model.get("threshold", DEV) == DEV:
@@ -147,6 +166,9 @@ def render_report(cfg, results: dict, chosen: set[str]) -> str:
             lines.append(f"- {stage.upper()} model extraction at {at}: {_ext_name(ch[f'{stage}_extraction'])} ({src})")
     if cfg.train.get("label_threshold") == DEV and "tlm_threshold" in ch:
         lines.append(f"- SSA label τ={ch['tlm_threshold']:g}: the stage-1 model's best τ on the dev set")
+        for prev, stage in zip(stages[1:], stages[2:]):
+            lines.append(f"- {stage.upper()} label τ={ch[f'{prev}_threshold']:g}: the {prev.upper()} model's best τ "
+                         "at c on the dev set")
     for k, v in e.chosen_on.items():
         lines.append(f"- {k}: {v}")
     if results["fig3"]:
