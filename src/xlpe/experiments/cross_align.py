@@ -32,7 +32,7 @@ resumable.
 
     xlpe experiment cross-align --config examples/cross-align.toml --out runs/cross-align
 
-This module stays whole (a little over 500 lines): its stages share one run state (``_Run``: the pairs' data, the dev
+This module stays whole (about 600 lines): its stages share one run state (``_Run``: the pairs' data, the dev
 choices) that splitting would thread through every call; the report is in :mod:`.cross_align_report`.
 """
 
