@@ -303,3 +303,52 @@ def test_further_ssa_rounds_train_on_the_previous_rounds_labels(setup, tmp_path,
     doc2["experiment"]["ssa_rounds"] = [0]
     with pytest.raises(ConfigError, match="ssa_rounds"):
         ca.CrossAlignRecipeConfig.from_dict(doc2)
+
+
+def test_round_labels_dev_takes_the_labelling_models_best_join(setup, tmp_path, monkeypatch, caplog):
+    """experiment.round_labels = "dev": a further round's labels are the SSA model's best softmax extraction at c on
+    the dev set, join included (the sweep is doctored so that τ=0.3 + grow-diag-final-and wins at c): the round's
+    label file holds exactly those links of every training pair; the paper's first round keeps its cached key."""
+    import copy
+    import shutil
+    import numpy as np
+    from xlpe.align import crossalign_data as cd
+    from xlpe.align.crossalign import CrossAligner
+    d, out, doc, r = setup
+    run2 = tmp_path / "run"
+    shutil.copytree(out, run2)
+    real_sweep = ca.sweep
+
+    def sweep(aligner, *a, **k):
+        grid = real_sweep(aligner, *a, **k)
+        if aligner.config.stages and aligner.config.stages[-1] == "ssa":
+            c = aligner.config.m + 1
+            grid[c]["0.3|grow-diag-final-and"] = [grid[c]["0.3|grow-diag-final-and"][3]] * 4     # AER 0
+        return grid
+    monkeypatch.setattr(ca, "sweep", sweep)
+    doc2 = copy.deepcopy(doc)
+    doc2["experiment"].update(ssa_rounds=[1.0], symmetrize=["pieces", "gdfa"], round_labels="dev")
+    caplog.set_level("INFO")
+    res = ca.run_experiment(ca.CrossAlignRecipeConfig.from_dict(doc2), run2, only=["table2"])
+    assert "stage train-ende-s42-ssa: cached" in caplog.text          # round 1: the paper's labels, as before
+    ch = res["results"]["choices"]
+    assert ch["ssa_joined"] == "0.3|grow-diag-final-and"
+    started = json.loads((run2 / "train-ende-s42-ssa-r2" / "started.json").read_text())["params"]["train"]
+    assert started["label_threshold"] == 0.3 and started["label_symmetrize"] == "grow-diag-final-and"
+    ssa = CrossAligner.from_pretrained(run2 / "train-ende-s42-ssa" / "ssa" / "model")
+    p = run2 / "data-ende"
+    data = cd.PairData(ssa, str(p / "train.src"), str(p / "train.tgt"))
+    want = cd.label_pairs(ssa.model, data, layer=ssa.config.align_layer, threshold=0.3, device="cpu",
+                          symmetrize="grow-diag-final-and")
+    with np.load(run2 / "train-ende-s42-ssa-r2" / "ssa" / cd.LABELS) as z:
+        assert np.array_equal(z["links"], want.links) and np.array_equal(z["offsets"], want.offsets)
+    pieces = cd.label_pairs(ssa.model, data, layer=ssa.config.align_layer, threshold=0.3, device="cpu")
+    assert len(pieces.links) < len(want.links)                           # the join made a difference here
+    assert "SSA-R2 labels softmax τ=0.3 + grow-diag-final-and" in res["report"]
+    doc2["train"]["label_threshold"] = 0.2
+    with pytest.raises(ConfigError, match="round_labels"):
+        ca.CrossAlignRecipeConfig.from_dict(doc2).validate()
+    doc2["train"].pop("label_threshold")
+    doc2["experiment"]["round_labels"] = "gdfa"
+    with pytest.raises(ConfigError, match="round_labels"):
+        ca.CrossAlignRecipeConfig.from_dict(doc2).validate()

@@ -398,6 +398,16 @@ def test_ssa_labels_are_the_frozen_models_links_computed_once(corpus, tmp_path, 
         (tmp_path / "l.npz").write_bytes(b"half-written")
         assert len(cd.cached_labels(tmp_path / "l.npz", al.model, data, **kw).links) == len(links.links)
         assert "unreadable" in caplog.text
+        # labels joined by a word-level symmetrisation [I]: the extraction's own join, under a key of their own
+        caplog.clear()
+        sym = cd.cached_labels(tmp_path / "l.npz", al.model, data, **kw, symmetrize="grow-diag-final-and")
+        assert "labelling again" in caplog.text
+        want = al.align([s for s, _ in PAIRS], [t for _, t in PAIRS], layer=3, threshold=0.2, null_sink="cls",
+                        symmetrize="grow-diag-final-and")
+        got_sym = [sorted(map(tuple, sym.links[sym.offsets[p]:sym.offsets[p + 1]].tolist()))
+                   for p in range(len(PAIRS))]
+        assert got_sym == [sorted(a.possible) for a in want]
+        assert got_sym != got and all(set(g) <= set(s) for g, s in zip(got, got_sym))   # grows the intersection
 
 
 def test_kill_and_resume_of_stage2_is_exact(corpus, tmp_path, monkeypatch):

@@ -4,8 +4,9 @@
   pieces (never [CLS], [SEP] or pads), of those 80% -> [MASK], 10% -> a token drawn uniformly from the vocabulary,
   10% unchanged; the loss is ``CE_mean(src) + CE_mean(tgt)`` of the MLM head on the last layer's states.
 * **SSA** (SPEC §7.4, paper Eq. 12): the frozen stage-1 model labels the data (word alignments at layer ``c``,
-  τ = 0.001, [CLS] as null sink), mapped back to all piece pairs of linked words; a piece with no link points at
-  the other side's [CLS]. The loss is the cross-entropy of ``P^f`` against ``G`` with the source-[CLS] row
+  τ = 0.001, [CLS] as null sink; ``label_symmetrize`` [I] joins the two directions' word links by a word-level
+  symmetrisation instead of at the piece level), mapped back to all piece pairs of linked words; a piece with no
+  link points at the other side's [CLS]. The loss is the cross-entropy of ``P^f`` against ``G`` with the source-[CLS] row
   zeroed plus that of ``P^b`` against ``G`` with the target-[CLS] column zeroed, each divided by the number of
   real pieces, ``1e-10`` inside the log. Only layer ``c`` trains by default (``freeze_embeddings=False`` also
   trains the embeddings, as the authors' code does). The labels do not change while the student trains (the
@@ -37,7 +38,7 @@ import torch
 from torch import Tensor
 
 from xlpe.align.crossalign import CONFIG_NAME, Batch, CrossAligner
-from xlpe.align.crossalign_extract import key_mask, softmax_both_ways
+from xlpe.align.crossalign_extract import check_symmetrize, key_mask, softmax_both_ways
 from xlpe.align.crossalign_data import LABELS, PairData, PairSampler, WordLinks, cached_labels
 from xlpe.config import option
 from xlpe.errors import ConfigError
@@ -73,6 +74,10 @@ class TrainConfig:
     ssa_max_steps: int = option(5_000, "stage 2 cap on optimiser updates")
     ssa_accumulation: int = option(1, "stage 2 batches per update (1 in the authors' script, 4 in the paper)")
     label_threshold: float = option(1e-3, "SSA: tau with which the frozen stage-1 model labels the data")
+    label_symmetrize: str = option("pieces", "SSA: how the labelling model's two directions are joined: 'pieces' "
+                                             "(both pass at the piece level, the paper) or a word-level "
+                                             "symmetrisation of each direction's word links (grow-diag-final-and, "
+                                             "gdfa, ...) [I]")
     ssa_trainable: str = option("align", "SSA: 'align' (layer c only, the paper) or 'upto' (every layer up to c: "
                                          "the encoder's own layers as awesome-align fine-tunes them, and the cross "
                                          "layers up to c; the labels still come from the frozen stage-1 model) [I]",
@@ -107,6 +112,7 @@ class TrainConfig:
         if self.amp not in AMP_MODES:
             raise ConfigError(f"amp must be one of {', '.join(AMP_MODES)}, not {self.amp!r}")
         adam_kwargs(self.adam)                                  # refuses an unknown implementation
+        self.label_symmetrize = check_symmetrize(self.label_symmetrize)
 
     def stage(self, stage: str) -> tuple[float, float, int, int]:
         """``(lr, epochs, max_steps, accumulation)`` of a stage."""
@@ -223,7 +229,7 @@ def train_stage(stage: str, aligner: CrossAligner, src: str, tgt: str, out: str 
             if dist_.is_main:             # process; the others read its file)
                 links = cached_labels(out / LABELS, aligner.model.to(device), data, layer=acfg.align_layer,
                                       threshold=cfg.label_threshold, device=device, autocast=autocast,
-                                      progress=cfg.progress)
+                                      progress=cfg.progress, symmetrize=cfg.label_symmetrize)
             dist_.barrier()
             if links is None:
                 with np.load(out / LABELS) as z:

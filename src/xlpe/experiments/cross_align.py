@@ -18,7 +18,8 @@ resumable.
    mutual argmax, ``experiment.trained_extractors``, the menu the untrained baselines have too; each joined in the
    way of ``experiment.symmetrize`` the dev set prefers, for every system). ``experiment.ssa_rounds`` adds SSA
    rounds ``train-<pair>-s<seed>-ssa-r<k>`` (self-training, ``[I]``): each starts from the round before, its labels
-   from that model at its dev-best τ at c, and ``dev-ssa-r<k>`` chooses its extraction; the last round is the
+   from that model at its dev-best τ at c (joined at the piece level, or with ``experiment.round_labels = "dev"``
+   by its dev-best join there, τ chosen with it), and ``dev-ssa-r<k>`` chooses its extraction; the last round is the
    recipe's Cross-Align. The dev pair trains first; every other pair uses its choices unchanged (nothing is tuned
    per pair).
 6. ``links-<pair>``: every system's links on the gold sentences; the report (:mod:`.cross_align_report`) scores
@@ -263,6 +264,8 @@ class _Run:
         grid = _grid_from_json(res["grid"])
         c = res["align_layer"]
         _, tau, _ = _best(grid, layers=[c], keys=list(e.thresholds))
+        _, joined, _ = _best(grid, layers=[c], keys=_menu(list(e.thresholds), e.symmetrize))
+        self.choices[f"{name}_joined"] = joined             # its best softmax extraction at c, any join of the menu
         keys = _menu((list(e.thresholds) if "softmax" in e.trained_extractors else []) + (
             ["argmax"] if "argmax" in e.trained_extractors else []), e.symmetrize)
         lay, ext, aer = _best(grid, layers=[c] if e.trained_layer == "c" else None, keys=keys)
@@ -271,6 +274,17 @@ class _Run:
         return grid
 
     # training -------------------------------------------------------------------------------------------------
+    def round_labels(self, prev: str) -> dict:
+        """A further SSA round's label options from the dev choices of ``prev``, the model that labels: its best τ
+        at c (``train.label_threshold = "dev"``) and, with ``experiment.round_labels = "dev"``, the join with it
+        (the τ and join of its best softmax extraction at c)."""
+        if self.cfg.train.get("label_threshold", DEV) != DEV:
+            return {}
+        if self.cfg.experiment.round_labels != DEV:
+            return {"label_threshold": self.choices[f"{prev}_threshold"]}
+        tau, sym = split_key(self.choices[f"{prev}_joined"])
+        return {"label_threshold": tau, "label_symmetrize": sym}
+
     def model_options(self, n: int | None = None) -> dict:
         opts = {k: v for k, v in self.cfg.model.items() if k not in ("m", "threshold")}
         opts["m"], opts["n"] = self.choices["m"], n if n is not None else self.choices["n"]
@@ -291,9 +305,11 @@ class _Run:
         p = self.data[pair]["paths"]
         cfg = self.train_config(stage, seed, extra)
         opts = self.model_options(n) if stage == "tlm" else {}
-        other = ("ssa_", "label_threshold", "freeze_embeddings") if stage == "tlm" else ("tlm_", "mask_prob")
+        other = ("ssa_", "label_", "freeze_embeddings") if stage == "tlm" else ("tlm_", "mask_prob")
         train_key = {k: v for k, v in dataclasses.asdict(cfg).items()        # the other stage's options: no retraining
                      if not k.startswith(other) and k not in RUN_ONLY}
+        if train_key.get("label_symmetrize") == "pieces":        # the paper's labels: the key they always had
+            del train_key["label_symmetrize"]
         params = {"init": file_sig(*_weights(init)), "text": file_sig(p["train.src"], p["train.tgt"]),
                   "train": train_key, "model": opts}
 
@@ -417,9 +433,7 @@ def run_experiment(cfg: CrossAlignRecipeConfig, out: str | os.PathLike, only: li
             for r, stage in enumerate(stages[1:]):      # SSA, then each further round on the previous one's labels
                 extra = None
                 if r:
-                    extra = {"ssa_epochs": e.ssa_rounds[r - 1]}
-                    if cfg.train.get("label_threshold") == DEV:     # the labelling model's own dev τ at c
-                        extra["label_threshold"] = ch[f"{stages[r]}_threshold"]
+                    extra = {"ssa_epochs": e.ssa_rounds[r - 1], **run.round_labels(stages[r])}
                 model = run.train_stage(f"train-{pair}-s{seed}-{stage}", "ssa", model, pair, seed, extra=extra)
                 if pair == dev and k == 0:
                     grids[stage] = run.dev_trained(stage, model)

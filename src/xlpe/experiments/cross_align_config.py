@@ -52,6 +52,10 @@ class CrossAlignExperiment:
     # further SSA rounds [I] (self-training, not in the paper): round k trains round k-1's model again for this
     # many epochs, on labels from that model (the paper's join at c, τ its dev-best there); [] = the paper's one round
     ssa_rounds: list[float] = field(default_factory=list)
+    # how a further round's labels join the labelling model's two directions: "pieces" (the paper's join, as the
+    # first round's) or "dev" (its best softmax extraction at c on the dev set, the join of experiment.symmetrize
+    # included, with its τ when train.label_threshold = "dev") [I]
+    round_labels: str = "pieces"
     eflomal_sym: str = "grow-diag-final-and"
     bootstrap_samples: int = 1000
     batch_size: int = 32               # extraction batch
@@ -103,6 +107,11 @@ class CrossAlignRecipeConfig:
         e.symmetrize = list(dict.fromkeys(check_symmetrize(x) for x in e.symmetrize))
         if any(not isinstance(x, (int, float)) or x <= 0 for x in e.ssa_rounds):
             raise ConfigError(f"experiment.ssa_rounds: the epochs of each further SSA round, each > 0, not {e.ssa_rounds}")
+        if e.round_labels not in ("pieces", DEV):
+            raise ConfigError(f"experiment.round_labels: 'pieces' or 'dev', not {e.round_labels!r}")
+        if e.round_labels == DEV and self.train.get("label_threshold", DEV) != DEV:
+            raise ConfigError("experiment.round_labels = 'dev' chooses the labels' τ with their join: it needs "
+                              "train.label_threshold = 'dev'")
         if e.trained_layer not in ("c", DEV):
             raise ConfigError(f"experiment.trained_layer: 'c' or 'dev', not {e.trained_layer!r}")
         model = {k: v for k, v in self.model.items() if v != DEV}

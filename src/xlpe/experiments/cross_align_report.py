@@ -167,8 +167,12 @@ def render_report(cfg, results: dict, chosen: set[str]) -> str:
     if cfg.train.get("label_threshold") == DEV and "tlm_threshold" in ch:
         lines.append(f"- SSA label τ={ch['tlm_threshold']:g}: the stage-1 model's best τ on the dev set")
         for prev, stage in zip(stages[1:], stages[2:]):
-            lines.append(f"- {stage.upper()} label τ={ch[f'{prev}_threshold']:g}: the {prev.upper()} model's best τ "
-                         "at c on the dev set")
+            if e.round_labels == DEV and f"{prev}_joined" in ch:
+                lines.append(f"- {stage.upper()} labels {_ext_name(ch[f'{prev}_joined'])}: the {prev.upper()} "
+                             "model's best softmax extraction at c on the dev set (experiment.round_labels = dev)")
+            else:
+                lines.append(f"- {stage.upper()} label τ={ch[f'{prev}_threshold']:g}: the {prev.upper()} model's "
+                             "best τ at c on the dev set")
     for k, v in e.chosen_on.items():
         lines.append(f"- {k}: {v}")
     if results["fig3"]:
