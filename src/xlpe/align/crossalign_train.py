@@ -9,8 +9,8 @@
   link points at the other side's [CLS]. The loss is the cross-entropy of ``P^f`` against ``G`` with the
   source-[CLS] row zeroed plus that of ``P^b`` against ``G`` with the target-[CLS] column zeroed, each divided by
   the number of real pieces, ``1e-10`` inside the log. Only layer ``c`` trains by default
-  (``freeze_embeddings=False`` also trains the embeddings, as the authors' code does). The labels do not change while the student trains (the
-  teacher is frozen and runs without dropout), so they are computed once, in one pass over the data before the
+  (``freeze_embeddings=False`` also trains the embeddings, as the authors' code does). The labels do not change
+  while the student trains (the teacher is frozen and runs without dropout), so they are computed once, in one pass over the data before the
   first update, and kept in ``OUT/ssa_labels.npz`` (:mod:`xlpe.align.crossalign_data`, with the batches): every
   epoch and a resumed run read the same labels, and the teacher's forward pass leaves the training step.
 * **The loop** (SPEC §7.5): AdamW (eps 1e-8, no weight decay), linear decay to 0 with no warm-up, gradient
