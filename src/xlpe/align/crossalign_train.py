@@ -5,14 +5,14 @@
   10% unchanged; the loss is ``CE_mean(src) + CE_mean(tgt)`` of the MLM head on the last layer's states.
 * **SSA** (SPEC §7.4, paper Eq. 12): the frozen stage-1 model labels the data (word alignments at layer ``c``,
   τ = 0.001, [CLS] as null sink; ``label_symmetrize`` [I] joins the two directions' word links by a word-level
-  symmetrisation instead of at the piece level), mapped back to all piece pairs of linked words; a piece with no
-  link points at the other side's [CLS]. The loss is the cross-entropy of ``P^f`` against ``G`` with the
-  source-[CLS] row zeroed plus that of ``P^b`` against ``G`` with the target-[CLS] column zeroed, each divided by
-  the number of real pieces, ``1e-10`` inside the log. Only layer ``c`` trains by default
-  (``freeze_embeddings=False`` also trains the embeddings, as the authors' code does). The labels do not change
-  while the student trains (the teacher is frozen and runs without dropout), so they are computed once, in one pass over the data before the
-  first update, and kept in ``OUT/ssa_labels.npz`` (:mod:`xlpe.align.crossalign_data`, with the batches): every
-  epoch and a resumed run read the same labels, and the teacher's forward pass leaves the training step.
+  symmetrisation instead of at the piece level), mapped back to all piece pairs of linked words; a piece with no link
+  points at the other side's [CLS]. The loss is the cross-entropy of ``P^f`` against ``G`` with the source-[CLS] row
+  zeroed plus that of ``P^b`` against ``G`` with the target-[CLS] column zeroed, each divided by the number of real
+  pieces, ``1e-10`` inside the log. Only layer ``c`` trains by default (``freeze_embeddings=False`` also trains the
+  embeddings, as the authors' code does). The labels do not change while the student trains (the teacher is frozen and
+  runs without dropout), so they are computed once, in one pass over the data before the first update, and kept in
+  ``OUT/ssa_labels.npz`` (:mod:`xlpe.align.crossalign_data`, with the batches): every epoch and a resumed run read the
+  same labels, and the teacher's forward pass leaves the training step.
 * **The loop** (SPEC §7.5): AdamW (eps 1e-8, no weight decay), linear decay to 0 with no warm-up, gradient
   clipping at 1.0, gradient accumulation, optional bf16 autocast, ``torchrun`` DDP, checkpoints
   (:mod:`xlpe.nn.checkpoint` format) holding model, optimiser, scheduler, RNG states of every rank and the data
