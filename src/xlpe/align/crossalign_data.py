@@ -24,7 +24,7 @@ import torch
 from torch import Tensor
 
 from xlpe.align.crossalign import Batch, CrossAligner, collate, encode_words
-from xlpe.align.crossalign_extract import directional_links, link_matrix, symmetrized_word_links
+from xlpe.align.crossalign_extract import directional_links, link_matrix, symmetrized_word_arrays
 from xlpe.errors import XlpeError
 from xlpe.io.atomic import atomic_write
 from xlpe.io.bitext import read_bitext
@@ -145,9 +145,7 @@ def label_pairs(teacher, data: PairData, *, layer: int, threshold: float, device
                 bi, i, j = (x.cpu().numpy() for x in word_link_tensor(g, sw, tw).nonzero(as_tuple=True))
             else:
                 fwd, bwd = directional_links(h[:b.size], h[b.size:], sw, tw, threshold=threshold, null_sink="cls")
-                rows = symmetrized_word_links(fwd, bwd, sw, tw, symmetrize)
-                bi = np.repeat(np.arange(len(rows)), [len(r) for r in rows])
-                i, j = np.array([[x[0], x[1]] for r in rows for x in r], dtype=np.int64).reshape(-1, 2).T
+                bi, i, j = symmetrized_word_arrays(fwd, bwd, sw, tw, symmetrize)
         parts.append(np.stack([idx[bi], i, j], 1))
         if bar is not None:
             bar.update(1)

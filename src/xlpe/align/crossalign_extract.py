@@ -164,6 +164,20 @@ def symmetrized_word_links(fwd: Tensor, bwd: Tensor, src_words: Tensor, tgt_word
     (each target piece's sources, ``P^b``) plays the forward links of an IBM-style source→target model, ``fwd``
     (each source piece's targets, ``P^f``) the reverse ones. Output as :func:`word_links`."""
     B = fwd.shape[0]
+    b, i, j = symmetrized_word_arrays(fwd, bwd, src_words, tgt_words, method)
+    b, i, j = torch.from_numpy(b), torch.from_numpy(i), torch.from_numpy(j)
+    cols = [i, j]
+    if probs is not None:
+        W, pair_key, valid = _pair_keys(src_words, tgt_words)
+        best = _word_probs(probs, pair_key, valid, W).cpu()
+        cols.append(best[(b * W + i) * W + j])
+    return _rows(B, b, cols)
+
+
+def symmetrized_word_arrays(fwd: Tensor, bwd: Tensor, src_words: Tensor, tgt_words: Tensor,
+                            method: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`symmetrized_word_links` as flat int64 arrays ``(pair, i, j)``, sorted by pair (no probabilities)."""
+    B = fwd.shape[0]
     W, pair_key, valid = _pair_keys(src_words, tgt_words)
     csr = []
     for links in (fwd, bwd):
@@ -174,10 +188,4 @@ def symmetrized_word_links(fwd: Tensor, bwd: Tensor, src_words: Tensor, tgt_word
         rest = (keys % (W * W)).cpu().numpy()
         csr.append((ptr, rest // W, rest % W))
     ptr, i, j = symmetrize_batch(csr[1], csr[0], method)
-    b = torch.from_numpy(np.repeat(np.arange(B), np.diff(ptr)))
-    i, j = torch.from_numpy(i), torch.from_numpy(j)
-    cols = [i, j]
-    if probs is not None:
-        best = _word_probs(probs, pair_key, valid, W).cpu()
-        cols.append(best[(b * W + i) * W + j])
-    return _rows(B, b, cols)
+    return np.repeat(np.arange(B), np.diff(ptr)), np.asarray(i, dtype=np.int64), np.asarray(j, dtype=np.int64)
