@@ -264,9 +264,10 @@ def test_dev_lines_must_leave_a_test_part(setup, tmp_path):
 
 
 def test_further_ssa_rounds_train_on_the_previous_rounds_labels(setup, tmp_path, caplog):
-    """experiment.ssa_rounds = [1.0]: one more SSA round starts from the SSA model, its labels from that model at
-    the τ the dev set chose for it; the round's model is the recipe's Cross-Align (Table 2, the comparisons) and
-    Table 3 keeps the paper's ++SSA beside it. The TLM and SSA stages stay cached."""
+    """experiment.ssa_rounds = [1.0, 1.0]: each further SSA round starts from the model before it, its labels from
+    that model at the τ the dev set chose for it; the last round's model is the recipe's Cross-Align (Table 2, the
+    comparisons, against the round before it too) and Table 3 keeps the paper's ++SSA and round 2 beside it. The TLM
+    and SSA stages stay cached."""
     import copy
     import shutil
     from xlpe.align.crossalign import CrossAligner
@@ -275,31 +276,36 @@ def test_further_ssa_rounds_train_on_the_previous_rounds_labels(setup, tmp_path,
     run2 = tmp_path / "run"
     shutil.copytree(out, run2)
     doc2 = copy.deepcopy(doc)
-    doc2["experiment"]["ssa_rounds"] = [1.0]
+    doc2["experiment"]["ssa_rounds"] = [1.0, 1.0]
     caplog.set_level("INFO")
     res = ca.run_experiment(ca.CrossAlignRecipeConfig.from_dict(doc2), run2, only=["table2", "table3"])
     assert "stage train-ende-s42-ssa: cached" in caplog.text
-    assert "stage train-ende-s42-ssa-r2: running" in caplog.text and "stage train-deen-s42-ssa-r2: running" in caplog.text
+    for stage in ("train-ende-s42-ssa-r2", "train-deen-s42-ssa-r2", "train-ende-s42-ssa-r3", "train-deen-s42-ssa-r3"):
+        assert f"stage {stage}: running" in caplog.text
     ch = res["results"]["choices"]
-    ssa = run2 / "train-ende-s42-ssa" / "ssa" / "model"
-    started = json.loads((run2 / "train-ende-s42-ssa-r2" / "started.json").read_text())["params"]
-    assert started["init"] == json.loads(json.dumps(file_sig(*ca._weights(str(ssa)))))
-    assert started["train"]["label_threshold"] == ch["ssa_threshold"] and started["train"]["ssa_epochs"] == 1.0
+    for stage, prev in (("ssa-r2", "ssa"), ("ssa-r3", "ssa-r2")):
+        init = run2 / f"train-ende-s42-{prev}" / "ssa" / "model"
+        started = json.loads((run2 / f"train-ende-s42-{stage}" / "started.json").read_text())["params"]
+        assert started["init"] == json.loads(json.dumps(file_sig(*ca._weights(str(init)))))
+        assert started["train"]["label_threshold"] == ch[f"{prev}_threshold"] and started["train"]["ssa_epochs"] == 1.0
     for pair in ("ende", "deen"):
-        assert {"+ssa", "+ssa-r2"} <= set(res["results"]["pairs"][pair]["systems"])
-        assert {"+ssa-r2 vs eflomal", "+ssa-r2 vs +ssa", "+ssa vs +tlm"} <= set(res["results"]["comparisons"][pair])
-        assert "+ssa vs eflomal" not in res["results"]["comparisons"][pair]
-    r2 = CrossAligner.from_pretrained(run2 / "train-ende-s42-ssa-r2" / "ssa" / "model")
+        assert {"+ssa", "+ssa-r2", "+ssa-r3"} <= set(res["results"]["pairs"][pair]["systems"])
+        comps = res["results"]["comparisons"][pair]
+        assert {"+ssa-r3 vs eflomal", "+ssa-r3 vs +ssa", "+ssa-r3 vs +ssa-r2", "+ssa vs +tlm"} <= set(comps)
+        assert "+ssa vs eflomal" not in comps and "+ssa-r2 vs eflomal" not in comps
+    r3 = CrossAligner.from_pretrained(run2 / "train-ende-s42-ssa-r3" / "ssa" / "model")
     src = (d / "ende" / "gold.src").read_text().splitlines()
     tgt = (d / "ende" / "gold.tgt").read_text().splitlines()
     lengths = [(len(a.split()), len(b.split())) for a, b in zip(src, tgt)]
-    want = r2.align(src, tgt, **ca._extraction(ch["ssa-r2_extraction"]))
-    assert list(read_alignments(run2 / "links-ende" / "ssa-r2-s42.align", 0, lengths=lengths)) == want
+    want = r3.align(src, tgt, **ca._extraction(ch["ssa-r3_extraction"]))
+    assert list(read_alignments(run2 / "links-ende" / "ssa-r3-s42.align", 0, lengths=lengths)) == want
     rep = res["report"]
     table2 = rep.split("## Table 2 analogue")[1].split("##")[0]
     table3 = rep.split("## Table 3 analogue")[1].split("##")[0]
-    assert "SSA round 2" in table2 and "++SSA" not in table2 and "++SSA" in table3 and "SSA round 2" in table3
-    assert f"SSA-R2 label τ={ch['ssa_threshold']:g}" in rep
+    assert "SSA round 3" in table2 and "SSA round 2" not in table2 and "++SSA" not in table2
+    assert "++SSA" in table3 and "SSA round 2" in table3 and "SSA round 3" in table3
+    assert "+ssa-r3 vs +ssa-r2" in rep
+    assert f"SSA-R2 label τ={ch['ssa_threshold']:g}" in rep and f"SSA-R3 label τ={ch['ssa-r2_threshold']:g}" in rep
     doc2["experiment"]["ssa_rounds"] = [0]
     with pytest.raises(ConfigError, match="ssa_rounds"):
         ca.CrossAlignRecipeConfig.from_dict(doc2)

@@ -55,9 +55,11 @@ def summarise(run, systems: dict, grids: dict, fig3: dict) -> dict:
         res["pairs"][pair] = {"sentences": len(gold), "dev_excluded": sl.start or 0, "systems": scores,
                               "corpus_lines": run.data[pair]["corpus"], "sources": run.data[pair]["sources"]}
         comps = {}
-        final = f"+{trained_stages(e)[-1]}"
-        for cand, base in ((final, "eflomal"), (final, "untrained-argmax"), (final, "untrained-softmax"),
-                           ("+tlm", "no-training"), ("+ssa", "+tlm"), ("+tlm", "untrained-argmax"), (final, "+ssa")):
+        stages = [f"+{s}" for s in trained_stages(e)]
+        final = stages[-1]                                   # the last round also against the round before it
+        for cand, base in dict.fromkeys(((final, "eflomal"), (final, "untrained-argmax"), (final, "untrained-softmax"),
+                                         ("+tlm", "no-training"), ("+ssa", "+tlm"), ("+tlm", "untrained-argmax"),
+                                         (final, "+ssa"), (final, stages[-2]))):
             if cand == base:
                 continue
             if cand in stats and base in stats:
