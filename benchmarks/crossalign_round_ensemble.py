@@ -26,7 +26,7 @@ import torch
 from xlpe.align.crossalign import CrossAligner
 from xlpe.align.crossalign_extract import key_mask, softmax_both_ways, symmetrized_word_links, word_links
 from xlpe.evaluate.significance import aer_score, aer_stats
-from xlpe.experiments.cross_align import _Run, load_config
+from xlpe.experiments.cross_align import RecipeRun, load_config
 from xlpe.io.alignments import Alignment
 
 JOINS = ("pieces", "grow-diag-final-and", "mean", "geometric")
@@ -53,7 +53,7 @@ def main(argv=None) -> None:
     ap.add_argument("--batch-size", type=int, default=32)
     args = ap.parse_args(argv)
     cfg = load_config(args.config, [])
-    run = _Run(cfg, args.run)
+    run = RecipeRun(cfg, args.run)
     dev = cfg.data.dev_pair
     run.data_stage(dev)
     src, tgt, gold = run.dev_part(dev)

@@ -130,7 +130,7 @@ def _menu(bases: list, symmetrize: list[str]) -> list:
 
 # -- the recipe -------------------------------------------------------------------------------------------
 
-class _Run:
+class RecipeRun:
     """One invocation: the config, the output folder and the cached stages' results."""
 
     def __init__(self, cfg: CrossAlignRecipeConfig, out: Path):
@@ -320,7 +320,37 @@ class _Run:
         res = run_stage(self.out, name, params, fn)
         return res["model"]
 
+    def train_chain(self, pair: str, seed: int, vocab_dir: str, grids: dict | None = None) -> dict[str, str]:
+        """Stage 1, SSA and each further SSA round (on the previous model's labels) of one pair and seed:
+        ``{stage: model dir}``. With ``grids`` (the dev pair's first seed) each model's dev sweep goes into it and
+        makes the dev choices that the later stages and every other pair use."""
+        e = self.cfg.experiment
+        stages = trained_stages(e)
+        model = self.train_stage(f"train-{pair}-s{seed}-tlm", "tlm", vocab_dir, pair, seed)
+        models = {"tlm": model}
+        if grids is not None:
+            grids["tlm"] = self.dev_trained("tlm", model)
+        for r, stage in enumerate(stages[1:]):
+            extra = {"ssa_epochs": e.ssa_rounds[r - 1], **self.round_labels(stages[r])} if r else None
+            models[stage] = model = self.train_stage(f"train-{pair}-s{seed}-{stage}", "ssa", model, pair, seed,
+                                                     extra=extra)
+            if grids is not None:
+                grids[stage] = self.dev_trained(stage, model)
+        return models
+
     # links ----------------------------------------------------------------------------------------------------
+    def trained_links(self, pair: str, stage: str, seed: int, model_dir: str) -> list:
+        """A trained model's links on the pair's gold sentences (cached as ``links-<pair>/<stage>-s<seed>``), with
+        the extraction and layer the dev set chose for ``stage``."""
+        cfg, ch = self.cfg, self.choices
+        ext = ch[f"{stage}_extractor"] if cfg.model.get("threshold", DEV) == DEV else float(cfg.model["threshold"])
+        ch[f"{stage}_extraction"] = ext
+        at = {"layer": ch[f"{stage}_layer"]} if cfg.experiment.trained_layer == DEV else {}  # else the model's c
+        pp = self.data[pair]["paths"]
+        return self.links(pair, f"{stage}-s{seed}", _Make(
+            {"model": file_sig(*_weights(model_dir)), "extraction": ext, **at}, lambda: _extract(
+                model_dir, pp, trained=True, batch_size=cfg.experiment.batch_size, **_extraction(ext), **at)))
+
     def links(self, pair: str, system: str, make) -> list:
         """``make() -> list[Alignment]`` on the pair's gold sentences, cached as ``links-<pair>/<system>.align``."""
         path = self.out / f"links-{pair}" / f"{system}.align"
@@ -391,7 +421,7 @@ def run_experiment(cfg: CrossAlignRecipeConfig, out: str | os.PathLike, only: li
     if e.threads:
         import torch
         torch.set_num_threads(e.threads)
-    run = _Run(cfg, out)
+    run = RecipeRun(cfg, out)
     dev = cfg.data.dev_pair
     for pair in run.pairs:
         run.data_stage(pair)
@@ -400,7 +430,6 @@ def run_experiment(cfg: CrossAlignRecipeConfig, out: str | os.PathLike, only: li
     grids = {"untrained": run.dev_untrained(vocab[dev])}
     ch = run.choices
     systems: dict[str, dict[str, list]] = {p: {} for p in run.pairs}     # pair -> system -> per seed alignments
-    trained: dict[tuple, str] = {}
     stages = trained_stages(e)
     final = stages[-1]
     for pair in run.pairs:                                     # the dev pair first: its choices serve every pair
@@ -425,27 +454,11 @@ def run_experiment(cfg: CrossAlignRecipeConfig, out: str | os.PathLike, only: li
                 null_sink="none", symmetrize=ss)))]
         if not chosen & {"table2", "table3", "fig5"}:
             continue
-        for k, seed in enumerate(e.seeds):
-            tlm = run.train_stage(f"train-{pair}-s{seed}-tlm", "tlm", v, pair, seed)
-            if pair == dev and k == 0:
-                grids["tlm"] = run.dev_trained("tlm", tlm)
-            trained[(pair, seed, "tlm")] = model = tlm
-            for r, stage in enumerate(stages[1:]):      # SSA, then each further round on the previous one's labels
-                extra = None
-                if r:
-                    extra = {"ssa_epochs": e.ssa_rounds[r - 1], **run.round_labels(stages[r])}
-                model = run.train_stage(f"train-{pair}-s{seed}-{stage}", "ssa", model, pair, seed, extra=extra)
-                if pair == dev and k == 0:
-                    grids[stage] = run.dev_trained(stage, model)
-                trained[(pair, seed, stage)] = model
+        trained = {seed: run.train_chain(pair, seed, v, grids if pair == dev and k == 0 else None)
+                   for k, seed in enumerate(e.seeds)}
         for stage in stages:
-            ext = ch[f"{stage}_extractor"] if cfg.model.get("threshold", DEV) == DEV else float(cfg.model["threshold"])
-            ch[f"{stage}_extraction"] = ext
-            at = {"layer": ch[f"{stage}_layer"]} if e.trained_layer == DEV else {}      # else the model's own c
-            systems[pair][f"+{stage}"] = [run.links(pair, f"{stage}-s{seed}", _Make(
-                {"model": file_sig(*_weights(trained[(pair, seed, stage)])), "extraction": ext, **at},
-                lambda m=trained[(pair, seed, stage)], pp=pp, ext=ext: _extract(
-                    m, pp, trained=True, batch_size=e.batch_size, **_extraction(ext), **at))) for seed in e.seeds]
+            systems[pair][f"+{stage}"] = [run.trained_links(pair, stage, seed, trained[seed][stage])
+                                          for seed in e.seeds]
         if "table3" in chosen:                  # Cross-Align before any training: random cross-attention
             def untrained_ca(v=v, pp=pp, seed=e.seeds[0]):
                 from xlpe.align.crossalign import CrossAligner

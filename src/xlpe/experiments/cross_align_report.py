@@ -34,7 +34,7 @@ def _row(name: str, fmt: dict) -> str:
 
 
 def summarise(run, systems: dict, grids: dict, fig3: dict) -> dict:
-    """Every number of the report from the recipe's run (``_Run``), per pair and system."""
+    """Every number of the report from the recipe's run (``RecipeRun``), per pair and system."""
     e = run.cfg.experiment
     res: dict[str, Any] = {"choices": dict(run.choices), "pairs": {}, "comparisons": {}, "fig3": {}, "fig5": {}}
     for pair, rows in systems.items():
