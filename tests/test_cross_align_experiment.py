@@ -311,6 +311,35 @@ def test_further_ssa_rounds_train_on_the_previous_rounds_labels(setup, tmp_path,
         ca.CrossAlignRecipeConfig.from_dict(doc2)
 
 
+def test_a_second_seed_trains_every_pair_again_with_the_first_seeds_dev_choices(setup, tmp_path, caplog):
+    """experiment.seeds = [42, 7]: every pair's chain is trained once per seed; the dev choices (and the dev sweeps)
+    stay those of the dev pair's first seed; each system row averages its seeds and the significance keeps them
+    together (the report names both)."""
+    import copy
+    import shutil
+    d, out, doc, r = setup
+    run2 = tmp_path / "run"
+    shutil.copytree(out, run2)
+    doc2 = copy.deepcopy(doc)
+    doc2["experiment"]["seeds"] = [42, 7]
+    caplog.set_level("INFO")
+    res = ca.run_experiment(ca.CrossAlignRecipeConfig.from_dict(doc2), run2, only=["table2"])
+    for stage in ("train-ende-s42-tlm", "train-ende-s42-ssa", "train-deen-s42-ssa", "dev-tlm", "dev-ssa"):
+        assert f"stage {stage}: cached" in caplog.text
+    for pair in ("ende", "deen"):
+        for stage in ("tlm", "ssa"):
+            assert f"stage train-{pair}-s7-{stage}: running" in caplog.text
+            assert (run2 / f"links-{pair}" / f"{stage}-s7.align").is_file()
+        started = json.loads((run2 / f"train-{pair}-s7-ssa" / "started.json").read_text())["params"]
+        assert started["train"]["seed"] == 7
+        assert started["train"]["label_threshold"] == r["results"]["choices"]["tlm_threshold"]
+        row = res["results"]["pairs"][pair]["systems"]["+ssa"]
+        assert len(row["aer_seeds"]) == 2 and row["aer"] == pytest.approx(sum(row["aer_seeds"]) / 2)
+        assert len(res["results"]["pairs"][pair]["systems"]["eflomal"]["aer_seeds"]) == 1
+    assert res["results"]["choices"] == r["results"]["choices"]
+    assert "2 training seed(s) [42, 7]" in res["report"]
+
+
 def test_round_labels_dev_takes_the_labelling_models_best_join(setup, tmp_path, monkeypatch, caplog):
     """experiment.round_labels = "dev": a further round's labels are the SSA model's best softmax extraction at c on
     the dev set, join included (the sweep is doctored so that τ=0.3 + grow-diag-final-and wins at c): the round's

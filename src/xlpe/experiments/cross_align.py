@@ -487,6 +487,7 @@ def run_experiment(cfg: CrossAlignRecipeConfig, out: str | os.PathLike, only: li
                        "ssa_extraction": ch.pop(f"fig3-n{n}-ssa_extractor"),
                        "tlm_layer": ch.pop(f"fig3-n{n}-tlm_layer"), "ssa_layer": ch.pop(f"fig3-n{n}-ssa_layer"),
                        "label_tau": ch.pop(f"fig3-n{n}-tlm_threshold"), "ssa_tau": ch.pop(f"fig3-n{n}-ssa_threshold"),
+                       "tlm_joined": ch.pop(f"fig3-n{n}-tlm_joined"), "ssa_joined": ch.pop(f"fig3-n{n}-ssa_joined"),
                        "grids": {"tlm": g1, "ssa": g2}}
     from xlpe.experiments.cross_align_report import plot_figures, render_report, summarise
     results = summarise(run, systems, grids, fig3)
