@@ -78,9 +78,9 @@ def main(argv=None) -> None:
     final = [stats[(stages[-1], seed)] for seed in args.seeds]
     out = {"pair": pair, "test_sentences": len(gold[test]), "seeds": args.seeds,
            "per_seed": {f"+{s}": {str(seed): row(stats[(s, seed)]) for seed in args.seeds} for s in stages},
-           "comparisons": {f"+{stages[-1]} vs {n}": compare("AER", b, final, aer_score, higher_is_better=False,
-                                                            resamples=args.resamples).verdict()
-                           for n, b in base.items()}}
+           "comparisons": {f"+{stages[-1]} vs {n}": compare(       # a stage before it: the same seeds' chains
+               "AER", b, final, aer_score, higher_is_better=False, resamples=args.resamples,
+               paired_seeds=n.startswith("+")).verdict() for n, b in base.items()}}
     print(json.dumps(out, indent=1))
 
 

@@ -336,6 +336,9 @@ def test_a_second_seed_trains_every_pair_again_with_the_first_seeds_dev_choices(
         row = res["results"]["pairs"][pair]["systems"]["+ssa"]
         assert len(row["aer_seeds"]) == 2 and row["aer"] == pytest.approx(sum(row["aer_seeds"]) / 2)
         assert len(res["results"]["pairs"][pair]["systems"]["eflomal"]["aer_seeds"]) == 1
+        comps = res["results"]["comparisons"][pair]
+        assert comps["+ssa vs +tlm"]["seed_test"] == "paired-t"        # SSA of seed 7 continues TLM of seed 7
+        assert comps["+ssa vs eflomal"]["seed_test"] == "none"        # one eflomal run: no test across seeds
     assert res["results"]["choices"] == r["results"]["choices"]
     assert "2 training seed(s) [42, 7]" in res["report"]
 
