@@ -263,20 +263,27 @@ def test_dev_lines_must_leave_a_test_part(setup, tmp_path):
         ca.run_experiment(ca.CrossAlignRecipeConfig.from_dict(bad), tmp_path / "run")
 
 
+def _copy_run(setup, tmp_path, **experiment):
+    """The module run copied to ``tmp_path/run`` and its config with ``experiment`` options changed."""
+    import copy
+    import shutil
+    out, doc = setup[1], setup[2]
+    run2 = tmp_path / "run"
+    shutil.copytree(out, run2)
+    doc2 = copy.deepcopy(doc)
+    doc2["experiment"].update(experiment)
+    return run2, doc2
+
+
 def test_further_ssa_rounds_train_on_the_previous_rounds_labels(setup, tmp_path, caplog):
     """experiment.ssa_rounds = [1.0, 1.0]: each further SSA round starts from the model before it, its labels from
     that model at the τ the dev set chose for it; the last round's model is the recipe's Cross-Align (Table 2, the
     comparisons, against the round before it too) and Table 3 keeps the paper's ++SSA and round 2 beside it. The TLM
     and SSA stages stay cached."""
-    import copy
-    import shutil
     from xlpe.align.crossalign import CrossAligner
     from xlpe.experiments.cache import file_sig
-    d, out, doc, r = setup
-    run2 = tmp_path / "run"
-    shutil.copytree(out, run2)
-    doc2 = copy.deepcopy(doc)
-    doc2["experiment"]["ssa_rounds"] = [1.0, 1.0]
+    d = setup[0]
+    run2, doc2 = _copy_run(setup, tmp_path, ssa_rounds=[1.0, 1.0])
     caplog.set_level("INFO")
     res = ca.run_experiment(ca.CrossAlignRecipeConfig.from_dict(doc2), run2, only=["table2", "table3"])
     assert "stage train-ende-s42-ssa: cached" in caplog.text
@@ -315,13 +322,8 @@ def test_a_second_seed_trains_every_pair_again_with_the_first_seeds_dev_choices(
     """experiment.seeds = [42, 7]: every pair's chain is trained once per seed; the dev choices (and the dev sweeps)
     stay those of the dev pair's first seed; each system row averages its seeds and the significance keeps them
     together (the report names both)."""
-    import copy
-    import shutil
-    d, out, doc, r = setup
-    run2 = tmp_path / "run"
-    shutil.copytree(out, run2)
-    doc2 = copy.deepcopy(doc)
-    doc2["experiment"]["seeds"] = [42, 7]
+    r = setup[3]
+    run2, doc2 = _copy_run(setup, tmp_path, seeds=[42, 7])
     caplog.set_level("INFO")
     res = ca.run_experiment(ca.CrossAlignRecipeConfig.from_dict(doc2), run2, only=["table2"])
     for stage in ("train-ende-s42-tlm", "train-ende-s42-ssa", "train-deen-s42-ssa", "dev-tlm", "dev-ssa"):
