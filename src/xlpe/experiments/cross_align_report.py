@@ -63,8 +63,9 @@ def summarise(run, systems: dict, grids: dict, fig3: dict) -> dict:
             if cand == base:
                 continue
             if cand in stats and base in stats:
-                c = compare("AER", stats[base], stats[cand], aer_score, higher_is_better=False,     # stages of one
-                            resamples=e.bootstrap_samples, paired_seeds=base in stages and cand in stages)  # chain
+                # two trained stages come from the same seeds' chains: their test across seeds is paired
+                c = compare("AER", stats[base], stats[cand], aer_score, higher_is_better=False,
+                            resamples=e.bootstrap_samples, paired_seeds=base in stages and cand in stages)
                 comps[f"{cand} vs {base}"] = {**c.to_dict(), "verdict": c.verdict()}
         res["comparisons"][pair] = comps
     for n, f in fig3.items():
