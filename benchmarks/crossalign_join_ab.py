@@ -32,11 +32,12 @@ def main(argv=None) -> None:
     doc = json.loads((args.run / "results.json").read_text())
     cfg, ch = doc["config"], doc["results"]["choices"]
     st = args.stage
-    base, sym = split_key(ch[f"{st}_extraction"])
+    base, sym, vec = split_key(ch[f"{st}_extraction"])
     if base == "argmax":
         kw = {"method": "argmax", "null_sink": "none"}
     else:
         kw = {"threshold": float(base)}
+    kw["word_vectors"] = vec
     if cfg["experiment"]["trained_layer"] == "dev":
         kw["layer"] = ch[f"{st}_layer"]
     seed = cfg["experiment"]["seeds"][0]

@@ -392,3 +392,48 @@ def test_round_labels_dev_takes_the_labelling_models_best_join(setup, tmp_path, 
     doc2["experiment"]["round_labels"] = "gdfa"
     with pytest.raises(ConfigError, match="round_labels"):
         ca.CrossAlignRecipeConfig.from_dict(doc2).validate()
+
+
+def test_word_state_menu_is_chosen_on_dev_and_round_labels_stay_on_pieces(setup, tmp_path, monkeypatch, caplog):
+    """experiment.word_vectors = ["pieces", "mean"]: every dev sweep also scores each extraction on the words' mean
+    states; a system takes them where the dev set prefers them (the SSA sweep is doctored so that softmax τ=0.1 on
+    mean states is perfect at c), its links and the report follow; a further round's labels still come from piece
+    states (round 2 trains on the SSA model's best piece-level softmax), and no trained stage is retrained."""
+    from xlpe.align.crossalign import CrossAligner
+    d = setup[0]
+    real_sweep, menus = ca.sweep, []
+
+    def sweep(aligner, *a, **k):
+        grid = real_sweep(aligner, *a, **k)
+        menus.append(k["word_vectors"])
+        if aligner.config.stages and aligner.config.stages[-1] == "ssa":
+            c = aligner.config.m + 1
+            grid[c]["0.1|pieces|mean"] = [grid[c]["0.1|pieces|mean"][3]] * 4                   # AER 0
+        assert all({"argmax|pieces|mean", "0.1|pieces|mean", "0.3|pieces|mean", "argmax", 0.1, 0.3} == set(row)
+                   for row in grid.values())
+        return grid
+    monkeypatch.setattr(ca, "sweep", sweep)
+    run2, doc2 = _copy_run(setup, tmp_path, word_vectors=["pieces", "mean"], ssa_rounds=[1.0], round_labels="dev")
+    caplog.set_level("INFO")
+    res = ca.run_experiment(ca.CrossAlignRecipeConfig.from_dict(doc2), run2, only=["table2"])
+    assert menus and all(m == ["pieces", "mean"] for m in menus)
+    for stage in ("train-ende-s42-tlm", "train-ende-s42-ssa", "train-deen-s42-ssa"):
+        assert f"stage {stage}: cached" in caplog.text
+    ch = res["results"]["choices"]
+    assert ch["ssa_extraction"] == "0.1|pieces|mean" and ch["dev_ssa_aer"] == 0
+    assert "|mean" not in str(ch["ssa_joined"])                                  # the labels' choice: pieces
+    started = json.loads((run2 / "train-ende-s42-ssa-r2" / "started.json").read_text())["params"]["train"]
+    assert started["label_threshold"] == ca.split_key(ch["ssa_joined"])[0]
+    assert ch["untrained_argmax_vectors"] in ("pieces", "mean")
+    al = CrossAligner.from_pretrained(run2 / "train-ende-s42-ssa" / "ssa" / "model")
+    src = (d / "ende" / "gold.src").read_text().splitlines()
+    tgt = (d / "ende" / "gold.tgt").read_text().splitlines()
+    lengths = [(len(a.split()), len(b.split())) for a, b in zip(src, tgt)]
+    want = al.align(src, tgt, threshold=0.1, word_vectors="mean")
+    assert list(read_alignments(run2 / "links-ende" / "ssa-s42.align", 0, lengths=lengths)) == want
+    assert want != al.align(src, tgt, threshold=0.1)                       # the states made a difference here
+    rep = res["report"]
+    assert "SSA model extraction at c: softmax τ=0.1, word mean states" in rep and "on pieces or mean states" in rep
+    doc2["experiment"]["word_vectors"] = ["max"]
+    with pytest.raises(ConfigError, match="word_vectors must be one of"):
+        ca.CrossAlignRecipeConfig.from_dict(doc2).validate()

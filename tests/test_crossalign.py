@@ -18,7 +18,7 @@ import xlpe.align.crossalign_data as cd  # noqa: E402
 import xlpe.align.crossalign_train as ct  # noqa: E402
 from xlpe.align.crossalign import CrossAligner  # noqa: E402
 from xlpe.align.crossalign_extract import (directional_links, key_mask, link_matrix,  # noqa: E402
-                                           softmax_both_ways, symmetrized_word_links, word_links)
+                                           softmax_both_ways, symmetrized_word_links, word_links, word_states)
 from xlpe.align.symmetrize import METHODS as SYM_METHODS  # noqa: E402
 from xlpe.align.symmetrize import symmetrize_sets  # noqa: E402
 from xlpe.cli import main  # noqa: E402
@@ -144,6 +144,63 @@ def test_align_joins_directions_as_configured(tmp_path):
     assert again.config.symmetrize == "grow-diag-final-and" and again.align(src, tgt, threshold=0.1) == gdfa
     with pytest.raises(ConfigError, match="symmetrize must be one of pieces, intersection"):
         al.align(src, tgt, symmetrize="both")
+
+
+def test_word_states_are_each_words_mean_piece_state_with_cls_kept():
+    """word_vectors = "mean" [I]: position 0 keeps the [CLS] state (the null sink), word w's state sits at 1 + w and
+    is the mean of its pieces; [SEP] and pads take no part, and a shorter sentence's empty word slots are no key."""
+    h = torch.arange(2 * 6 * 2, dtype=torch.float32).reshape(2, 6, 2)
+    words = torch.tensor([[-1, 0, 0, 1, -1, -1], [-1, 0, 1, 2, 2, -1]])
+    out, ids = word_states(h, words)
+    assert out.shape == (2, 4, 2) and ids.tolist() == [[-1, 0, 1, -1], [-1, 0, 1, 2]]
+    assert torch.equal(out[:, 0], h[:, 0])
+    assert torch.allclose(out[0, 1], (h[0, 1] + h[0, 2]) / 2) and torch.equal(out[0, 2], h[0, 3])
+    assert torch.allclose(out[1, 3], (h[1, 3] + h[1, 4]) / 2) and torch.equal(out[1, 1], h[1, 1])
+    assert not key_mask(ids, "cls")[0, 3] and key_mask(ids, "cls")[0, 0]
+
+
+def test_mean_word_states_split_a_words_mass_where_any_keeps_both_links():
+    """A source word of two pieces, each the image of a different target word: the "any" rule links the word to
+    both (each piece passes τ alone), its mean state puts half its mass on each, under τ = 0.6 in P^f."""
+    e = torch.eye(4) * 10
+    hs = torch.stack([torch.zeros(4), e[0], e[1], e[2]])[None]            # [CLS] w0=(p0, p1) w1=p2
+    ht = torch.stack([torch.zeros(4), e[0], e[1], e[2]])[None]            # [CLS] t0 t1 t2
+    sw, tw = torch.tensor([[-1, 0, 0, 1]]), torch.tensor([[-1, 0, 1, 2]])
+    pieces = word_links(link_matrix(hs, ht, sw, tw, threshold=0.6), sw, tw)
+    assert pieces == [[(0, 0), (0, 1), (1, 2)]]
+    (ws, wsw), (wt, wtw) = word_states(hs, sw), word_states(ht, tw)
+    assert word_links(link_matrix(ws, wt, wsw, wtw, threshold=0.6), wsw, wtw) == [[(1, 2)]]
+    assert word_links(link_matrix(ws, wt, wsw, wtw, threshold=0.4), wsw, wtw) == [[(0, 0), (0, 1), (1, 2)]]
+
+
+def test_align_on_mean_word_states(tmp_path):
+    """align(word_vectors="mean") is the extraction on :func:`word_states` of the layer's states; where every word
+    is one piece it equals the piece-level extraction; saved with a model it is its default; a wrong name is a
+    ConfigError."""
+    al = aligner()
+    src, tgt = [s for s, _ in PAIRS], [t for _, t in PAIRS]
+    batch = al.encode([s.split() for s in src], [t.split() for t in tgt])
+    hs, ht = al.hidden_states(batch, al.config.align_layer)
+    (ws, sw), (wt, tw) = word_states(hs, batch.words[:batch.size]), word_states(ht, batch.words[batch.size:])
+    fwd, bwd = directional_links(ws, wt, sw, tw, threshold=0.1)
+    want = symmetrized_word_links(fwd, bwd, sw, tw, "grow-diag-final-and")
+    got = al.align(src, tgt, threshold=0.1, symmetrize="gdfa", word_vectors="mean")
+    assert [sorted(a.links) for a in got] == [[(i, j) for i, j in row] for row in want]
+    assert got != al.align(src, tgt, threshold=0.1, symmetrize="gdfa")         # several words have several pieces
+    one = [(s, t) for s, t in PAIRS if len(al.encode([s.split()], [t.split()]).ids[0]) == len(s.split()) + 2
+           and len(al.encode([s.split()], [t.split()]).ids[1]) == len(t.split()) + 2]
+    assert one, "the toy data has a pair whose words are all single pieces"
+    s1, t1 = [s for s, _ in one], [t for _, t in one]
+    assert al.align(s1, t1, threshold=0.1, word_vectors="mean") == al.align(s1, t1, threshold=0.1)
+    with_p = al.align(src, tgt, threshold=0.1, word_vectors="mean", probabilities=True)
+    assert all(set(q) == a.links for a, q in with_p)
+    al.config.word_vectors = "mean"
+    al.save_pretrained(tmp_path / "m")
+    again = CrossAligner.from_pretrained(tmp_path / "m", attn_implementation="eager")
+    assert again.config.word_vectors == "mean"
+    assert again.align(src, tgt, threshold=0.1, symmetrize="gdfa") == got
+    with pytest.raises(ConfigError, match="word_vectors must be one of pieces, mean"):
+        al.align(src, tgt, word_vectors="max")
 
 
 # -- the model --------------------------------------------------------------------------------------------------
@@ -517,6 +574,11 @@ def test_cli_train_then_align(corpus, encoder_dir, tmp_path, capsys):
                  "--symmetrize", "gdfa", "--threshold", "0.1", "--quiet"]) == 0
     want = CrossAligner.from_pretrained(model).align([s for s, _ in PAIRS], [t for _, t in PAIRS], threshold=0.1,
                                                      symmetrize="grow-diag-final-and")
+    assert sym.read_text().splitlines() == [" ".join(f"{i}-{j}" for i, j in sorted(a.links)) for a in want]
+    assert main(["crossalign", "align", str(corpus[0]), str(corpus[1]), "--model", str(model), "-o", str(sym),
+                 "--word-vectors", "mean", "--threshold", "0.1", "--quiet"]) == 0
+    want = CrossAligner.from_pretrained(model).align([s for s, _ in PAIRS], [t for _, t in PAIRS], threshold=0.1,
+                                                     word_vectors="mean")
     assert sym.read_text().splitlines() == [" ".join(f"{i}-{j}" for i, j in sorted(a.links)) for a in want]
     assert main(["crossalign", "align", str(corpus[0]), str(corpus[1]), "--model", str(encoder_dir), "-o",
                  str(tmp_path / "x")]) == 1

@@ -38,8 +38,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from xlpe.align.crossalign_extract import (NULL_SINKS, SYMMETRIZE, check_extraction, check_symmetrize,
-                                           directional_links, link_probabilities, symmetrized_word_links, word_links)
+from xlpe.align.crossalign_extract import (NULL_SINKS, SYMMETRIZE, WORD_VECTORS, check_extraction, check_symmetrize,
+                                           check_word_vectors, directional_links, link_probabilities,
+                                           symmetrized_word_links, word_links, word_states)
 from xlpe.config import option
 from xlpe.errors import ConfigError, FormatError
 from xlpe.io.alignments import Alignment
@@ -81,6 +82,9 @@ class CrossAlignConfig:
     symmetrize: str = option("pieces", "'pieces': a link where both directions pass, piece by piece (SPEC §7.2); "
                                        "or a word-level symmetrisation of the two directions' links, e.g. "
                                        "grow-diag-final-and [I]", choices=SYMMETRIZE)
+    word_vectors: str = option("pieces", "'pieces': softmaxes over word pieces, words linked by the 'any' rule "
+                                         "(SPEC §8.3); 'mean': over words, each its pieces' mean state [I]",
+                               choices=WORD_VECTORS)
     sequential_cross_update: bool = option(False, "the authors' code: the target attends to the already "
                                                   "updated source (default: simultaneous, paper Eq. 4-5)")
     max_len: int = option(256, "subwords per sentence incl. [CLS] and [SEP]; longer ones are truncated with a "
@@ -90,6 +94,7 @@ class CrossAlignConfig:
 
     def __post_init__(self):
         self.symmetrize = check_symmetrize(self.symmetrize)
+        check_word_vectors(self.word_vectors)
         if self.m is None:                       # resolved by CrossAligner.from_encoder
             return
         if self.m < 0 or self.n < 0 or self.m + self.n < 1:
@@ -368,11 +373,12 @@ class CrossAligner:
 
     def align(self, src: Sequence[str | Sequence[str]], tgt: Sequence[str | Sequence[str]], *,
               layer: int | None = None, threshold: float | None = None, null_sink: str | None = None,
-              method: str = "softmax", symmetrize: str | None = None, probabilities: bool = False,
-              batch_size: int = 32, first_line: int = 1) -> list:
+              method: str = "softmax", symmetrize: str | None = None, word_vectors: str | None = None,
+              probabilities: bool = False, batch_size: int = 32, first_line: int = 1) -> list:
         """Word alignments (0-based) of sentence pairs (strings split on ASCII space, or token lists).
 
-        ``layer``, ``threshold``, ``null_sink`` and ``symmetrize`` default to the directory's settings. Returns one
+        ``layer``, ``threshold``, ``null_sink``, ``symmetrize`` and ``word_vectors`` default to the directory's
+        settings. Returns one
         :class:`~xlpe.io.alignments.Alignment` per pair; with ``probabilities`` one ``(Alignment, {link: p})``.
         """
         cfg = self.config
@@ -380,6 +386,7 @@ class CrossAligner:
         threshold = cfg.threshold if threshold is None else threshold
         null_sink = cfg.null_sink if null_sink is None else null_sink
         symmetrize = check_symmetrize(cfg.symmetrize if symmetrize is None else symmetrize)
+        word_vectors = check_word_vectors(cfg.word_vectors if word_vectors is None else word_vectors)
         check_extraction(layer, threshold, null_sink, method, cfg.m + cfg.n)
         if len(src) != len(tgt):
             raise ConfigError(f"{len(src)} source sentences but {len(tgt)} target sentences")
@@ -392,6 +399,8 @@ class CrossAligner:
             cut += batch.truncated
             hs, ht = self.hidden_states(batch, layer)
             sw, tw = batch.words[:batch.size].to(hs.device), batch.words[batch.size:].to(hs.device)
+            if word_vectors == "mean":
+                (hs, sw), (ht, tw) = word_states(hs, sw), word_states(ht, tw)
             fwd, bwd = directional_links(hs, ht, sw, tw, method=method, threshold=threshold, null_sink=null_sink)
             p = link_probabilities(hs, ht, sw, tw, null_sink) if probabilities else None
             words = (word_links(fwd & bwd, sw, tw, p) if symmetrize == "pieces"

@@ -15,6 +15,9 @@ mutual-argmax extractor for an untrained encoder at any layer. Optional probabil
 ``P^b > τ``, or each piece's argmax) and join them with a word-level symmetrisation of :mod:`xlpe.align.symmetrize`
 (``grow-diag-final-and`` as for eflomal; ``intersection`` differs from ``"pieces"`` only where a word has several
 pieces).
+``word_vectors = "mean"`` (``[I]``, SimAlign's word-level option, not the paper's): each word's state is the mean of its
+pieces' states (:func:`word_states`) and the softmaxes run over words, the other side's [CLS] still the null sink;
+the default ``"pieces"`` keeps the paper's piece-level extraction and the "any" rule.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ from xlpe.errors import ConfigError
 
 NULL_SINKS = ("cls", "none")
 METHODS = ("softmax", "argmax")
+#: the states the softmaxes compare: each word piece's (the paper) or each word's, its pieces' mean [I]
+WORD_VECTORS = ("pieces", "mean")
 #: how the two directions' links are joined: at the piece level (the paper) or by a word-level symmetrisation [I]
 SYMMETRIZE = ("pieces",) + SYM_METHODS
 
@@ -57,6 +62,30 @@ def check_symmetrize(symmetrize: str) -> str:
 
 
 # -- extraction: pure tensor functions -------------------------------------------------------------------
+
+def check_word_vectors(word_vectors: str) -> str:
+    if word_vectors not in WORD_VECTORS:
+        raise ConfigError(f"word_vectors must be one of {', '.join(WORD_VECTORS)}, not {word_vectors!r}")
+    return word_vectors
+
+
+def word_states(h: Tensor, words: Tensor) -> tuple[Tensor, Tensor]:
+    """Word-level states from piece states ``h (B, T, d)`` with word indices ``words (B, T)`` (-1: [CLS], [SEP],
+    pads): ``(B, 1 + W, d)`` with the [CLS] state at position 0 and word ``w``'s mean piece state at ``1 + w``,
+    and their word indices ``(B, 1 + W)`` (-1 at 0 and where a sentence has fewer words), the input of
+    :func:`directional_links` and :func:`word_links` as piece states are."""
+    B, _, d = h.shape
+    W = int(words.max().item()) + 1 if words.numel() else 0
+    slot = torch.where(words >= 0, words + 1, torch.zeros_like(words)).long()      # specials and pads -> 0
+    total = torch.zeros(B, W + 1, d, dtype=torch.float32, device=h.device)
+    total.scatter_add_(1, slot[:, :, None].expand(-1, -1, d), h.float())
+    count = torch.zeros(B, W + 1, dtype=torch.float32, device=h.device)
+    count.scatter_add_(1, slot, (words >= 0).float())
+    out = total / count.clamp(min=1)[:, :, None]
+    out[:, 0] = h[:, 0].float()                                                 # [CLS] stays the sink
+    ids = torch.arange(-1, W, device=h.device).expand(B, -1)
+    return out, torch.where(count > 0, ids, torch.full_like(ids, -1))
+
 
 def key_mask(words: Tensor, null_sink: str) -> Tensor:
     """Positions allowed as softmax keys: the word pieces (``words >= 0``), plus [CLS] (position 0) as a sink."""

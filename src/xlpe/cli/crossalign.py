@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from xlpe.align.crossalign import CONFIG_NAME, CrossAlignConfig, read_hf_config
-from xlpe.align.crossalign_extract import METHODS, NULL_SINKS
+from xlpe.align.crossalign_extract import METHODS, NULL_SINKS, WORD_VECTORS
 from xlpe.align.crossalign_train import STAGES, TrainConfig
 from xlpe.config import add_config_arguments, add_dataclass_arguments, build, merge_sources
 from xlpe.errors import ConfigError
@@ -102,6 +102,10 @@ def _add_align(a: argparse.ArgumentParser) -> None:
                                         "a word-level symmetrisation of the two directions (intersection, union, "
                                         "grow-diag, grow-diag-final, grow-diag-final-and / gdfa) [I]; default: the "
                                         "model's (a plain encoder: pieces)")
+    a.add_argument("--word-vectors", choices=WORD_VECTORS,
+                   help="pieces: softmaxes over word pieces, words linked if any of their pieces are (the paper); "
+                        "mean: over words, each its pieces' mean state (SimAlign's word level) [I]; default: the "
+                        "model's (a plain encoder: pieces)")
     a.add_argument("--max-len", type=int, help="subwords per sentence incl. [CLS]/[SEP]; longer ones are truncated "
                                                "with a warning and a count (default: the model's, 256)")
     a.add_argument("--probs-out", metavar="FILE",
@@ -143,6 +147,7 @@ def _align(args: argparse.Namespace) -> int:
         while chunk := list(itertools.islice(pairs, args.chunk_size)):
             res = al.align([s for s, _ in chunk], [t for _, t in chunk], layer=args.layer, threshold=args.threshold,
                            null_sink=args.null_sink, method=method, symmetrize=args.symmetrize,
+                           word_vectors=args.word_vectors,
                            probabilities=bool(args.probs_out),
                            batch_size=args.batch_size, first_line=n + 1)
             for r in res:

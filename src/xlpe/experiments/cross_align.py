@@ -67,36 +67,44 @@ log = logging.getLogger("xlpe.experiments.cross_align")
 # -- the sweeps ---------------------------------------------------------------------------------------------
 
 def sweep(aligner, src: list[str], tgt: list[str], gold: list, *, layers: list[int], thresholds: list[float],
-          null_sink: str, batch_size: int = 32, symmetrize: list[str] = ("pieces",)) -> dict:
-    """AER of mutual argmax and of softmax at every τ, each joined by every ``symmetrize`` way, at every layer,
-    from one forward pass per batch and layer. Returns ``{layer: {key: stats}}`` (keys: :func:`ext_key`) with
+          null_sink: str, batch_size: int = 32, symmetrize: list[str] = ("pieces",),
+          word_vectors: list[str] = ("pieces",)) -> dict:
+    """AER of mutual argmax and of softmax at every τ, each joined by every ``symmetrize`` way, on each of
+    ``word_vectors`` (piece states, or each word's pieces' mean), at every layer, from one forward pass per batch and
+    layer. Returns ``{layer: {key: stats}}`` (keys: :func:`ext_key`) with
     per-sentence :func:`aer_stats` summed."""
     import torch
 
-    from xlpe.align.crossalign_extract import directional_links, symmetrized_word_links, word_links
+    from xlpe.align.crossalign_extract import directional_links, symmetrized_word_links, word_links, word_states
     from xlpe.io.alignments import Alignment
 
     symmetrize = list(dict.fromkeys(["pieces", *symmetrize]))    # the paper's always: SSA labels, Figure 5
-    keys = [ext_key(b, sym) for sym in symmetrize for b in ["argmax"] + list(thresholds)]
+    keys = _menu(["argmax"] + list(thresholds), symmetrize, word_vectors)
     out = {lay: {k: np.zeros(4) for k in keys} for lay in layers}
     for k in range(0, len(src), batch_size):
         batch = aligner.encode([s.split(" ") for s in src[k:k + batch_size]],
                                [t.split(" ") for t in tgt[k:k + batch_size]], first_line=k + 1)
         g = gold[k:k + batch_size]
-        for lay in layers:
-            with torch.inference_mode():
+        with torch.inference_mode():
+            for lay in layers:
                 hs, ht = aligner.hidden_states(batch, lay)
                 sw, tw = batch.words[:batch.size].to(hs.device), batch.words[batch.size:].to(hs.device)
-                for base in ["argmax"] + list(thresholds):
-                    method = "argmax" if base == "argmax" else "softmax"
-                    fwd, bwd = directional_links(hs.float(), ht.float(), sw, tw, method=method,
-                                                 threshold=0.0 if base == "argmax" else base,
-                                                 null_sink="none" if base == "argmax" else null_sink)
-                    for sym in symmetrize:
-                        words = (word_links(fwd & bwd, sw, tw) if sym == "pieces"
-                                 else symmetrized_word_links(fwd, bwd, sw, tw, sym))
-                        hyps = [Alignment.from_links((x[0], x[1]) for x in links) for links in words]
-                        out[lay][ext_key(base, sym)] += aer_stats(hyps, g).sum(0)
+                states = {"pieces": (hs.float(), ht.float(), sw, tw)}
+                if "mean" in word_vectors:
+                    (ws, wsw), (wt, wtw) = word_states(hs, sw), word_states(ht, tw)
+                    states["mean"] = (ws, wt, wsw, wtw)
+                for vec in word_vectors:
+                    a, b, aw, bw = states[vec]
+                    for base in ["argmax"] + list(thresholds):
+                        method = "argmax" if base == "argmax" else "softmax"
+                        fwd, bwd = directional_links(a, b, aw, bw, method=method,
+                                                     threshold=0.0 if base == "argmax" else base,
+                                                     null_sink="none" if base == "argmax" else null_sink)
+                        for sym in symmetrize:
+                            words = (word_links(fwd & bwd, aw, bw) if sym == "pieces"
+                                     else symmetrized_word_links(fwd, bwd, aw, bw, sym))
+                            hyps = [Alignment.from_links((x[0], x[1]) for x in links) for links in words]
+                            out[lay][ext_key(base, sym, vec)] += aer_stats(hyps, g).sum(0)
     return out
 
 
@@ -124,8 +132,8 @@ def _grid_from_json(doc: dict) -> dict:
             for lay, row in doc.items()}
 
 
-def _menu(bases: list, symmetrize: list[str]) -> list:
-    return [ext_key(b, sym) for sym in symmetrize for b in bases]
+def _menu(bases: list, symmetrize: list[str], word_vectors: list[str] = ("pieces",)) -> list:
+    return [ext_key(b, sym, vec) for vec in word_vectors for sym in symmetrize for b in bases]
 
 
 # -- the recipe -------------------------------------------------------------------------------------------
@@ -224,17 +232,17 @@ class RecipeRun:
             al = CrossAligner.load(model_dir)
             layers = e.layers or list(range(1, al.config.m + 1))
             grid = sweep(al, src, tgt, gold, layers=layers, thresholds=e.thresholds, null_sink="none",
-                         batch_size=e.batch_size, symmetrize=e.symmetrize)
+                         batch_size=e.batch_size, symmetrize=e.symmetrize, word_vectors=e.word_vectors)
             return {"grid": _jsonable_grid(grid), "encoder_layers": al.config.m}
         res = run_stage(self.out, "dev-untrained", {"model": file_sig(*_weights(model_dir)), "lines": len(src),
                                                     "gold": file_sig(self.data[self.cfg.data.dev_pair]["paths"]
                                                                      ["gold.talp"]),
                                                     "layers": e.layers, "thresholds": e.thresholds,
-                                                    **_sym_param(e.symmetrize)}, fn)
+                                                    **_sym_param(e.symmetrize, e.word_vectors)}, fn)
         grid = _grid_from_json(res["grid"])
-        la, ka, aer_a = _best(grid, keys=_menu(["argmax"], e.symmetrize))
-        ls, ks, aer_s = _best(grid, keys=_menu(list(e.thresholds), e.symmetrize))
-        ts, ss = split_key(ks)
+        la, ka, aer_a = _best(grid, keys=_menu(["argmax"], e.symmetrize, e.word_vectors))
+        ls, ks, aer_s = _best(grid, keys=_menu(list(e.thresholds), e.symmetrize, e.word_vectors))
+        ts, ss, vs = split_key(ks)
         n = int(self.cfg.model.get("n", 2))
         m = self.cfg.model.get("m", DEV)
         if m == DEV:
@@ -243,6 +251,7 @@ class RecipeRun:
         self.choices.update({"untrained_argmax_layer": la, "untrained_softmax_layer": ls,
                              "untrained_softmax_threshold": ts, "untrained_softmax_symmetrize": ss,
                              "untrained_argmax_symmetrize": split_key(ka)[1], "m": int(m), "n": n,
+                             "untrained_argmax_vectors": split_key(ka)[2], "untrained_softmax_vectors": vs,
                              "dev_untrained_argmax_aer": aer_a, "dev_untrained_softmax_aer": aer_s})
         return grid
 
@@ -257,17 +266,18 @@ class RecipeRun:
             al = CrossAligner.from_pretrained(model_dir)
             layers = list(range(1, al.config.m + al.config.n + 1))
             grid = sweep(al, src, tgt, gold, layers=layers, thresholds=e.thresholds, null_sink=al.config.null_sink,
-                         batch_size=e.batch_size, symmetrize=e.symmetrize)
+                         batch_size=e.batch_size, symmetrize=e.symmetrize, word_vectors=e.word_vectors)
             return {"grid": _jsonable_grid(grid), "align_layer": al.config.align_layer}
         res = run_stage(self.out, f"dev-{name}", {"model": file_sig(*_weights(model_dir)), "lines": len(src),
-                                                  "thresholds": e.thresholds, **_sym_param(e.symmetrize)}, fn)
+                                                  "thresholds": e.thresholds,
+                                                  **_sym_param(e.symmetrize, e.word_vectors)}, fn)
         grid = _grid_from_json(res["grid"])
         c = res["align_layer"]
         _, tau, _ = _best(grid, layers=[c], keys=list(e.thresholds))
         _, joined, _ = _best(grid, layers=[c], keys=_menu(list(e.thresholds), e.symmetrize))
-        self.choices[f"{name}_joined"] = joined             # its best softmax extraction at c, any join of the menu
+        self.choices[f"{name}_joined"] = joined     # its best softmax extraction at c on pieces (round labels)
         keys = _menu((list(e.thresholds) if "softmax" in e.trained_extractors else []) + (
-            ["argmax"] if "argmax" in e.trained_extractors else []), e.symmetrize)
+            ["argmax"] if "argmax" in e.trained_extractors else []), e.symmetrize, e.word_vectors)
         lay, ext, aer = _best(grid, layers=[c] if e.trained_layer == "c" else None, keys=keys)
         self.choices.update({f"{name}_threshold": tau, f"{name}_extractor": ext, f"dev_{name}_aer": aer,
                              f"{name}_layer": lay})
@@ -282,7 +292,7 @@ class RecipeRun:
             return {}
         if self.cfg.experiment.round_labels != DEV:
             return {"label_threshold": self.choices[f"{prev}_threshold"]}
-        tau, sym = split_key(self.choices[f"{prev}_joined"])
+        tau, sym, _ = split_key(self.choices[f"{prev}_joined"])
         return {"label_threshold": tau, "label_symmetrize": sym}
 
     def model_options(self, n: int | None = None) -> dict:
@@ -385,18 +395,19 @@ def _weights(model_dir: str) -> list[str]:
     return files + [str(p) for p in (d / "config.json", d / "crossalign.json") if p.is_file()]
 
 
-def _sym_param(symmetrize: list[str]) -> dict:
-    """The symmetrisation menu as part of a dev stage's key, left out when it is the paper's alone (the key of a
-    run made before the menu existed)."""
-    return {} if symmetrize == ["pieces"] else {"symmetrize": symmetrize}
+def _sym_param(symmetrize: list[str], word_vectors: list[str] = ("pieces",)) -> dict:
+    """The symmetrisation and word-state menus as part of a dev stage's or links' key, each left out when it is
+    the paper's alone (the key of a run made before the menu existed)."""
+    return {**({} if list(symmetrize) == ["pieces"] else {"symmetrize": symmetrize}),
+            **({} if list(word_vectors) == ["pieces"] else {"word_vectors": word_vectors})}
 
 
 def _extraction(ext) -> dict:
     """``align`` keywords of a dev-chosen extraction (an :func:`ext_key`: ``"argmax"`` or a softmax τ, with its
     symmetrisation)."""
-    base, sym = split_key(ext)
+    base, sym, vec = split_key(ext)
     kw = {"method": "argmax", "null_sink": "none"} if base == "argmax" else {"threshold": float(base)}
-    return {**kw, "symmetrize": sym}
+    return {**kw, "symmetrize": sym, "word_vectors": vec}
 
 
 def _extract(model_dir: str, pair_paths: dict, *, trained: bool, batch_size: int, **kw):
@@ -443,15 +454,16 @@ def run_experiment(cfg: CrossAlignRecipeConfig, out: str | os.PathLike, only: li
         v = vocab[pair]
         la, ls, ts = ch["untrained_argmax_layer"], ch["untrained_softmax_layer"], ch["untrained_softmax_threshold"]
         sa, ss = ch["untrained_argmax_symmetrize"], ch["untrained_softmax_symmetrize"]
+        va, vs = ch["untrained_argmax_vectors"], ch["untrained_softmax_vectors"]
         base = {"model": file_sig(*_weights(v))}
         systems[pair]["untrained-argmax"] = [run.links(pair, "untrained-argmax", _Make(
-            {**base, "layer": la, **_sym_param([sa])}, lambda v=v, pp=pp: _extract(
+            {**base, "layer": la, **_sym_param([sa], [va])}, lambda v=v, pp=pp: _extract(
                 v, pp, trained=False, batch_size=e.batch_size, method="argmax", layer=la, null_sink="none",
-                symmetrize=sa)))]
+                symmetrize=sa, word_vectors=va)))]
         systems[pair]["untrained-softmax"] = [run.links(pair, "untrained-softmax", _Make(
-            {**base, "layer": ls, "tau": ts, **_sym_param([ss])}, lambda v=v, pp=pp: _extract(
+            {**base, "layer": ls, "tau": ts, **_sym_param([ss], [vs])}, lambda v=v, pp=pp: _extract(
                 v, pp, trained=False, batch_size=e.batch_size, method="softmax", layer=ls, threshold=ts,
-                null_sink="none", symmetrize=ss)))]
+                null_sink="none", symmetrize=ss, word_vectors=vs)))]
         if not chosen & {"table2", "table3", "fig5"}:
             continue
         trained = {seed: run.train_chain(pair, seed, v, grids if pair == dev and k == 0 else None)

@@ -46,6 +46,10 @@ class CrossAlignExperiment:
     # and trained alike): "pieces" (the paper: both directions pass, piece by piece) and/or a word-level
     # symmetrisation of xlpe.align.symmetrize, e.g. "grow-diag-final-and" [I]
     symmetrize: list[str] = field(default_factory=lambda: ["pieces"])
+    # the states the softmaxes compare, a menu the dev set chooses from for every system like `symmetrize`: "pieces"
+    # (the paper: word pieces, words linked by the "any" rule) and/or "mean" (each word its pieces' mean state,
+    # SimAlign's word level) [I]. SSA round labels stay on pieces (the labels session 38 chose)
+    word_vectors: list[str] = field(default_factory=lambda: ["pieces"])
     # the layer a trained model's links come from: "c" (its alignment layer, the paper) or "dev" (its dev-best
     # layer, with the extractor; SSA with train.ssa_trainable = "upto" also improves the layers below c) [I]
     trained_layer: str = "c"
@@ -105,6 +109,10 @@ class CrossAlignRecipeConfig:
             raise ConfigError("experiment.symmetrize: name at least one ('pieces' is the paper's)")
         from xlpe.align.crossalign_extract import check_symmetrize
         e.symmetrize = list(dict.fromkeys(check_symmetrize(x) for x in e.symmetrize))
+        if not e.word_vectors:
+            raise ConfigError("experiment.word_vectors: name at least one ('pieces' is the paper's)")
+        from xlpe.align.crossalign_extract import check_word_vectors
+        e.word_vectors = list(dict.fromkeys(check_word_vectors(x) for x in e.word_vectors))
         if any(not isinstance(x, (int, float)) or x <= 0 for x in e.ssa_rounds):
             raise ConfigError(f"experiment.ssa_rounds: the epochs of each further SSA round, each > 0, not {e.ssa_rounds}")
         if e.round_labels not in ("pieces", DEV):

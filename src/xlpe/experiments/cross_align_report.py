@@ -79,27 +79,34 @@ def summarise(run, systems: dict, grids: dict, fig3: dict) -> dict:
 
 # the keys of the dev grids, shared with the recipe
 
-def ext_key(base, sym: str = "pieces"):
-    """A sweep key: ``"argmax"`` or a softmax τ (float) with the paper's piece-level join, else ``"<base>|<sym>"``
-    for a word-level symmetrisation ``sym``."""
+def ext_key(base, sym: str = "pieces", vec: str = "pieces"):
+    """A sweep key: ``"argmax"`` or a softmax τ (float) with the paper's piece-level join on piece states, else
+    ``"<base>|<sym>"`` for a word-level symmetrisation ``sym``, and ``"<base>|<sym>|<vec>"`` on word states
+    ``vec`` (``"mean"``) instead of pieces."""
+    if vec != "pieces":
+        return f"{base}|{sym}|{vec}"
     return base if sym == "pieces" else f"{base}|{sym}"
 
 
-def split_key(key) -> tuple[Any, str]:
-    """``(base, sym)`` of an :func:`ext_key`: base ``"argmax"`` or a float τ."""
+def split_key(key) -> tuple[Any, str, str]:
+    """``(base, sym, vec)`` of an :func:`ext_key`: base ``"argmax"`` or a float τ."""
     if isinstance(key, str) and "|" in key:
-        base, sym = key.split("|", 1)
-        return (base if base == "argmax" else float(base)), sym
-    return key, "pieces"
+        base, sym, *vec = key.split("|")
+        return (base if base == "argmax" else float(base)), sym, (vec[0] if vec else "pieces")
+    return key, "pieces", "pieces"
 
 
-def _sym_name(sym: str) -> str:
-    return "" if sym == "pieces" else f" + {sym}"
+def _sym_name(sym: str, vec: str = "pieces") -> str:
+    return ("" if sym == "pieces" else f" + {sym}") + ("" if vec == "pieces" else f", word {vec} states")
 
 
 def _ext_name(ext) -> str:
-    base, sym = split_key(ext)
-    return ("mutual argmax" if base == "argmax" else f"softmax τ={float(base):g}") + _sym_name(sym)
+    base, sym, vec = split_key(ext)
+    return ("mutual argmax" if base == "argmax" else f"softmax τ={float(base):g}") + _sym_name(sym, vec)
+
+
+def _menu_name(vectors: list[str]) -> str:
+    return "" if vectors == ["pieces"] else f"; on {' or '.join(vectors)} states"
 
 
 def _cell(s: dict | None) -> str:
@@ -114,8 +121,8 @@ def render_report(cfg, results: dict, chosen: set[str]) -> str:
     seeds = len(e.seeds)
     fmt = {"sym": e.eflomal_sym, "la": ch["untrained_argmax_layer"], "ls": ch["untrained_softmax_layer"],
            "ts": ch["untrained_softmax_threshold"],
-           "sa": _sym_name(ch.get("untrained_argmax_symmetrize", "pieces")),
-           "ss": _sym_name(ch.get("untrained_softmax_symmetrize", "pieces")),
+           **{k: _sym_name(ch.get(f"untrained_{x}_symmetrize", "pieces"), ch.get(f"untrained_{x}_vectors", "pieces"))
+              for k, x in (("sa", "argmax"), ("ss", "softmax"))},
            "tlm": _ext_name(ch.get("tlm_extraction", 0)),
            "nt": _ext_name(ch.get(f"{stages[-1]}_extraction", 0))}
     fmt.update({stage: _ext_name(ch.get(f"{stage}_extraction", 0)) for stage in stages})
@@ -163,7 +170,7 @@ def render_report(cfg, results: dict, chosen: set[str]) -> str:
             src = "set in [model]"
             if cfg.model.get("threshold", DEV) == DEV:
                 src = (f"the best of {', '.join(e.trained_extractors)} (joined by "
-                       f"{' or '.join(e.symmetrize)}) on the dev set, "
+                       f"{' or '.join(e.symmetrize)}{_menu_name(e.word_vectors)}) on the dev set, "
                        f"dev AER {100 * ch[f'dev_{stage}_aer']:.1f}")
             at = "c" if e.trained_layer == "c" else f"layer {ch[f'{stage}_layer']} (the dev-best layer)"
             lines.append(f"- {stage.upper()} model extraction at {at}: {_ext_name(ch[f'{stage}_extraction'])} ({src})")
