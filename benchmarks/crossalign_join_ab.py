@@ -1,13 +1,20 @@
-"""Paired test of the two ways of joining a trained Cross-Align model's directions, on a finished
+"""Paired test of a trained Cross-Align model's dev-chosen extraction against an alternative, on a finished
 ``xlpe experiment cross-align`` folder: the links the recipe wrote for ++SSA (``links-<pair>/ssa-s<seed>.align``;
-``--stage ssa-r2`` for a further round), with the join the dev set chose, against the paper's piece-level join at
-the same layer and τ, re-extracted here.
-Scores the test part of every pair (the dev pair without its first ``data.dev_lines`` sentences) with a paired
-bootstrap over gold sentences (:func:`xlpe.evaluate.significance.compare`, 1,000 resamples). Prints JSON.
+``--stage ssa-r2`` for a further round), against
+
+- ``--against paper-join`` (default): the paper's piece-level join at the same layer, τ and states;
+- ``--against piece-states``: the dev set's best extraction on piece states alone (the paper's; the recipe's choice
+  before ``experiment.word_vectors`` offered each word's mean state), read from the stage's cached dev sweep
+  (``dev-<stage>``) with the recipe's layer rule,
+
+re-extracted here. Scores the test part of every pair (the dev pair without its first ``data.dev_lines``
+sentences) with a paired bootstrap over gold sentences (:func:`xlpe.evaluate.significance.compare`, 1,000
+resamples). Prints JSON.
 
 Not a test. Usage::
 
     python benchmarks/crossalign_join_ab.py runs/cross-align
+    python benchmarks/crossalign_join_ab.py runs/cross-align --stage ssa-r3 --against piece-states
 """
 
 from __future__ import annotations
@@ -18,8 +25,21 @@ from pathlib import Path
 
 from xlpe.align.crossalign import CrossAligner
 from xlpe.evaluate.significance import aer_score, aer_stats, compare
+from xlpe.experiments import cross_align as ca
 from xlpe.experiments.cross_align_report import split_key
 from xlpe.io.alignments import read_alignments
+
+
+def _piece_states_choice(run: Path, cfg: dict, stage: str) -> tuple[int, object, float]:
+    """``(layer, key, dev AER)``: the best extraction on piece states in the stage's cached dev sweep, among the
+    recipe's extractors and joins, at c or at every layer as ``experiment.trained_layer`` says."""
+    e = cfg["experiment"]
+    res = json.loads((run / f"dev-{stage}" / "done.json").read_text())["result"]
+    grid = ca._grid_from_json(res["grid"])
+    bases = (list(e["thresholds"]) if "softmax" in e["trained_extractors"] else []) + (
+        ["argmax"] if "argmax" in e["trained_extractors"] else [])
+    layers = [res["align_layer"]] if e["trained_layer"] == "c" else None
+    return ca._best(grid, layers=layers, keys=ca._menu(bases, e["symmetrize"], ["pieces"]))
 
 
 def main(argv=None) -> None:
@@ -28,20 +48,26 @@ def main(argv=None) -> None:
     ap.add_argument("--resamples", type=int, default=1000)
     ap.add_argument("--stage", default="ssa", help="the trained model: ssa (the paper's SSA) or ssa-r2, ... "
                     "(a further round of experiment.ssa_rounds)")
+    ap.add_argument("--against", choices=("paper-join", "piece-states"), default="paper-join")
+    ap.add_argument("--seed", type=int, help="the training seed (default: the recipe's first)")
     args = ap.parse_args(argv)
     doc = json.loads((args.run / "results.json").read_text())
     cfg, ch = doc["config"], doc["results"]["choices"]
     st = args.stage
-    base, sym, vec = split_key(ch[f"{st}_extraction"])
-    if base == "argmax":
-        kw = {"method": "argmax", "null_sink": "none"}
+    seed = cfg["experiment"]["seeds"][0] if args.seed is None else args.seed
+    chosen_layer = ch[f"{st}_layer"] if cfg["experiment"]["trained_layer"] == "dev" else None
+    if args.against == "paper-join":
+        base, sym, vec = split_key(ch[f"{st}_extraction"])
+        key, layer, dev_aer = ca.ext_key(base, "pieces", vec), chosen_layer, None
     else:
-        kw = {"threshold": float(base)}
-    kw["word_vectors"] = vec
-    if cfg["experiment"]["trained_layer"] == "dev":
-        kw["layer"] = ch[f"{st}_layer"]
-    seed = cfg["experiment"]["seeds"][0]
-    out = {"stage": st, "chosen": {"extraction": ch[f"{st}_extraction"], **kw}, "pairs": {}}
+        layer, key, dev_aer = _piece_states_choice(args.run, cfg, st)
+        layer = layer if chosen_layer is not None else None
+    kw = ca._extraction(key)
+    if layer is not None:
+        kw["layer"] = layer
+    out = {"stage": st, "seed": seed, "chosen": {"extraction": ch[f"{st}_extraction"], "layer": chosen_layer},
+           "against": {"what": args.against, "extraction": key, "layer": layer,
+                       **({"dev_aer": round(100 * dev_aer, 2)} if dev_aer is not None else {})}, "pairs": {}}
     for pair in doc["results"]["pairs"]:
         d = args.run / f"data-{pair}"
         src, tgt = (d / "gold.src").read_text().splitlines(), (d / "gold.tgt").read_text().splitlines()
@@ -49,12 +75,12 @@ def main(argv=None) -> None:
         gold = list(read_alignments(d / "gold.talp", 0, lengths=lengths))
         chosen = list(read_alignments(args.run / f"links-{pair}" / f"{st}-s{seed}.align", 0, lengths=lengths))
         al = CrossAligner.from_pretrained(args.run / f"train-{pair}-s{seed}-{st}" / "ssa" / "model")
-        paper = al.align([s.split(" ") for s in src], [t.split(" ") for t in tgt], symmetrize="pieces", **kw)
+        other = al.align([s.split(" ") for s in src], [t.split(" ") for t in tgt], **kw)
         sl = slice(cfg["data"]["dev_lines"] if pair == cfg["data"]["dev_pair"] else 0, None)
-        a, b = aer_stats(paper[sl], gold[sl]), aer_stats(chosen[sl], gold[sl])
+        a, b = aer_stats(other[sl], gold[sl]), aer_stats(chosen[sl], gold[sl])
         c = compare("AER", [a], [b], aer_score, higher_is_better=False, resamples=args.resamples)
-        out["pairs"][pair] = {"sentences": c.sentences, "aer_pieces": round(100 * aer_score(a.sum(0)), 2),
-                              f"aer_{sym}": round(100 * aer_score(b.sum(0)), 2), "p_bootstrap": round(c.p_bootstrap, 4),
+        out["pairs"][pair] = {"sentences": c.sentences, "aer_against": round(100 * aer_score(a.sum(0)), 2),
+                              "aer_chosen": round(100 * aer_score(b.sum(0)), 2), "p_bootstrap": round(c.p_bootstrap, 4),
                               "gain_ci95": [round(100 * x, 2) for x in c.ci95], "verdict": c.verdict()}
     print(json.dumps(out, indent=1))
 
