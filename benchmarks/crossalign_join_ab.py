@@ -49,12 +49,14 @@ def main(argv=None) -> None:
     ap.add_argument("--stage", default="ssa", help="the trained model: ssa (the paper's SSA) or ssa-r2, ... "
                     "(a further round of experiment.ssa_rounds)")
     ap.add_argument("--against", choices=("paper-join", "piece-states"), default="paper-join")
-    ap.add_argument("--seed", type=int, help="the training seed (default: the recipe's first)")
+    ap.add_argument("--seeds", type=int, nargs="+", help="training seeds, each model's links scored (default: the "
+                    "recipe's first); with two or more the test keeps them together and adds a paired t-test")
+    ap.add_argument("--pairs", nargs="+", help="the pairs to score (default: the recipe's)")
     args = ap.parse_args(argv)
     doc = json.loads((args.run / "results.json").read_text())
     cfg, ch = doc["config"], doc["results"]["choices"]
     st = args.stage
-    seed = cfg["experiment"]["seeds"][0] if args.seed is None else args.seed
+    seeds = args.seeds or cfg["experiment"]["seeds"][:1]
     chosen_layer = ch[f"{st}_layer"] if cfg["experiment"]["trained_layer"] == "dev" else None
     if args.against == "paper-join":
         base, sym, vec = split_key(ch[f"{st}_extraction"])
@@ -65,23 +67,28 @@ def main(argv=None) -> None:
     kw = ca._extraction(key)
     if layer is not None:
         kw["layer"] = layer
-    out = {"stage": st, "seed": seed, "chosen": {"extraction": ch[f"{st}_extraction"], "layer": chosen_layer},
+    out = {"stage": st, "seeds": seeds, "chosen": {"extraction": ch[f"{st}_extraction"], "layer": chosen_layer},
            "against": {"what": args.against, "extraction": key, "layer": layer,
                        **({"dev_aer": round(100 * dev_aer, 2)} if dev_aer is not None else {})}, "pairs": {}}
-    for pair in doc["results"]["pairs"]:
+    for pair in args.pairs or doc["results"]["pairs"]:
         d = args.run / f"data-{pair}"
         src, tgt = (d / "gold.src").read_text().splitlines(), (d / "gold.tgt").read_text().splitlines()
         lengths = [(len(a.split(" ")), len(b.split(" "))) for a, b in zip(src, tgt)]
         gold = list(read_alignments(d / "gold.talp", 0, lengths=lengths))
-        chosen = list(read_alignments(args.run / f"links-{pair}" / f"{st}-s{seed}.align", 0, lengths=lengths))
-        al = CrossAligner.from_pretrained(args.run / f"train-{pair}-s{seed}-{st}" / "ssa" / "model")
-        other = al.align([s.split(" ") for s in src], [t.split(" ") for t in tgt], **kw)
         sl = slice(cfg["data"]["dev_lines"] if pair == cfg["data"]["dev_pair"] else 0, None)
-        a, b = aer_stats(other[sl], gold[sl]), aer_stats(chosen[sl], gold[sl])
-        c = compare("AER", [a], [b], aer_score, higher_is_better=False, resamples=args.resamples)
-        out["pairs"][pair] = {"sentences": c.sentences, "aer_against": round(100 * aer_score(a.sum(0)), 2),
-                              "aer_chosen": round(100 * aer_score(b.sum(0)), 2), "p_bootstrap": round(c.p_bootstrap, 4),
-                              "gain_ci95": [round(100 * x, 2) for x in c.ci95], "verdict": c.verdict()}
+        a, b = [], []
+        for seed in seeds:
+            chosen = list(read_alignments(args.run / f"links-{pair}" / f"{st}-s{seed}.align", 0, lengths=lengths))
+            al = CrossAligner.from_pretrained(args.run / f"train-{pair}-s{seed}-{st}" / "ssa" / "model")
+            other = al.align([s.split(" ") for s in src], [t.split(" ") for t in tgt], **kw)
+            a.append(aer_stats(other[sl], gold[sl]))
+            b.append(aer_stats(chosen[sl], gold[sl]))
+        c = compare("AER", a, b, aer_score, higher_is_better=False, resamples=args.resamples, paired_seeds=True)
+        out["pairs"][pair] = {"sentences": c.sentences,
+                              "aer_against": [round(100 * aer_score(x.sum(0)), 2) for x in a],
+                              "aer_chosen": [round(100 * aer_score(x.sum(0)), 2) for x in b],
+                              "p_bootstrap": round(c.p_bootstrap, 4), "gain_ci95": [round(100 * x, 2) for x in c.ci95],
+                              "verdict": c.verdict()}
     print(json.dumps(out, indent=1))
 
 
