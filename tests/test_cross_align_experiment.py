@@ -424,6 +424,7 @@ def test_word_state_menu_is_chosen_on_dev_and_round_labels_stay_on_pieces(setup,
     assert "|mean" not in str(ch["ssa_joined"])                                  # the labels' choice: pieces
     started = json.loads((run2 / "train-ende-s42-ssa-r2" / "started.json").read_text())["params"]["train"]
     assert started["label_threshold"] == ca.split_key(ch["ssa_joined"])[0]
+    assert "label_word_vectors" not in started          # piece-state labels keep the key they had before the option
     assert ch["untrained_argmax_vectors"] in ("pieces", "mean")
     al = CrossAligner.from_pretrained(run2 / "train-ende-s42-ssa" / "ssa" / "model")
     src = (d / "ende" / "gold.src").read_text().splitlines()

@@ -465,6 +465,16 @@ def test_ssa_labels_are_the_frozen_models_links_computed_once(corpus, tmp_path, 
                    for p in range(len(PAIRS))]
         assert got_sym == [sorted(a.possible) for a in want]
         assert got_sym != got and all(set(g) <= set(s) for g, s in zip(got, got_sym))   # grows the intersection
+        # labels on each word's mean piece state [I]: the extraction's word_vectors = "mean", a key of their own
+        caplog.clear()
+        mean = cd.cached_labels(tmp_path / "l.npz", al.model, data, **kw, symmetrize="grow-diag-final-and",
+                                word_vectors="mean")
+        assert "labelling again" in caplog.text
+        want = al.align([s for s, _ in PAIRS], [t for _, t in PAIRS], layer=3, threshold=0.2, null_sink="cls",
+                        symmetrize="grow-diag-final-and", word_vectors="mean")
+        got_mean = [sorted(map(tuple, mean.links[mean.offsets[p]:mean.offsets[p + 1]].tolist()))
+                    for p in range(len(PAIRS))]
+        assert got_mean == [sorted(a.possible) for a in want] and got_mean != got_sym
 
 
 def test_kill_and_resume_of_stage2_is_exact(corpus, tmp_path, monkeypatch):

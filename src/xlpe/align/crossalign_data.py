@@ -24,7 +24,7 @@ import torch
 from torch import Tensor
 
 from xlpe.align.crossalign import Batch, CrossAligner, collate, encode_words
-from xlpe.align.crossalign_extract import directional_links, link_matrix, symmetrized_word_arrays
+from xlpe.align.crossalign_extract import directional_links, link_matrix, symmetrized_word_arrays, word_states
 from xlpe.errors import XlpeError
 from xlpe.io.atomic import atomic_write
 from xlpe.io.bitext import read_bitext
@@ -125,11 +125,13 @@ class WordLinks:
 
 
 def label_pairs(teacher, data: PairData, *, layer: int, threshold: float, device, autocast=contextlib.nullcontext,
-                batch_size: int = 32, progress: bool = False, symmetrize: str = "pieces") -> WordLinks:
+                batch_size: int = 32, progress: bool = False, symmetrize: str = "pieces",
+                word_vectors: str = "pieces") -> WordLinks:
     """SSA's labels (SPEC §7.4.1): the word links of every pair by the frozen ``teacher`` at ``layer``,
     softmax both ways at ``threshold`` with the [CLS] null sink, in batches of similar length. ``symmetrize``:
     the two directions joined at the piece level (``"pieces"``, the paper) or each direction's word links joined
-    by a word-level symmetrisation (``[I]``, as the extraction's ``symmetrize``)."""
+    by a word-level symmetrisation (``[I]``, as the extraction's ``symmetrize``); ``word_vectors = "mean"``
+    compares each word's mean piece state instead of pieces (``[I]``, as the extraction's)."""
     order = np.argsort(data.lengths(), kind="stable")
     parts = []
     bar = progress_bar(progress, math.ceil(len(order) / batch_size), 0, desc="ssa labels")
@@ -140,11 +142,14 @@ def label_pairs(teacher, data: PairData, *, layer: int, threshold: float, device
         sw, tw = b.words[:b.size], b.words[b.size:]
         with torch.inference_mode(), autocast():
             h = teacher(b.ids, b.attention, layer=layer)
+            hs, ht = h[:b.size], h[b.size:]
+            if word_vectors == "mean":
+                (hs, sw), (ht, tw) = word_states(hs, sw), word_states(ht, tw)
             if symmetrize == "pieces":
-                g = link_matrix(h[:b.size], h[b.size:], sw, tw, threshold=threshold, null_sink="cls")
+                g = link_matrix(hs, ht, sw, tw, threshold=threshold, null_sink="cls")
                 bi, i, j = (x.cpu().numpy() for x in word_link_tensor(g, sw, tw).nonzero(as_tuple=True))
             else:
-                fwd, bwd = directional_links(h[:b.size], h[b.size:], sw, tw, threshold=threshold, null_sink="cls")
+                fwd, bwd = directional_links(hs, ht, sw, tw, threshold=threshold, null_sink="cls")
                 bi, i, j = symmetrized_word_arrays(fwd, bwd, sw, tw, symmetrize)
         parts.append(np.stack([idx[bi], i, j], 1))
         if bar is not None:
@@ -158,12 +163,14 @@ def label_pairs(teacher, data: PairData, *, layer: int, threshold: float, device
 
 
 def cached_labels(path: Path, teacher, data: PairData, *, layer: int, threshold: float, device, autocast,
-                  progress: bool, symmetrize: str = "pieces") -> WordLinks:
+                  progress: bool, symmetrize: str = "pieces", word_vectors: str = "pieces") -> WordLinks:
     """:func:`label_pairs`, read from ``path`` when it holds the labels of this teacher, data and settings,
     else computed and written there (atomically)."""
     setting = {"layer": layer, "threshold": threshold, "data": data.digest()}
     if symmetrize != "pieces":                  # the key of the paper's labels stays as it was
         setting["symmetrize"] = symmetrize
+    if word_vectors != "pieces":
+        setting["word_vectors"] = word_vectors
     h = hashlib.sha256(json.dumps(setting).encode())
     for name, t in teacher.state_dict().items():
         h.update(name.encode())
@@ -180,7 +187,7 @@ def cached_labels(path: Path, teacher, data: PairData, *, layer: int, threshold:
             log.warning("ssa: %s is unreadable (%s); labelling again", path, e)
     t0 = time.monotonic()
     labels = label_pairs(teacher, data, layer=layer, threshold=threshold, device=device, autocast=autocast,
-                         progress=progress, symmetrize=symmetrize)
+                         progress=progress, symmetrize=symmetrize, word_vectors=word_vectors)
     with atomic_write(path, "wb", encoding=None) as f:
         np.savez(f, key=np.array(key), offsets=labels.offsets, links=labels.links)
     log.info("ssa: labelled %d pairs (%d word links) in %.0f s", len(labels), len(labels.links),

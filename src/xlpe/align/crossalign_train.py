@@ -38,7 +38,8 @@ import torch
 from torch import Tensor
 
 from xlpe.align.crossalign import CONFIG_NAME, Batch, CrossAligner
-from xlpe.align.crossalign_extract import check_symmetrize, key_mask, softmax_both_ways
+from xlpe.align.crossalign_extract import (WORD_VECTORS, check_symmetrize, check_word_vectors, key_mask,
+                                           softmax_both_ways)
 from xlpe.align.crossalign_data import LABELS, PairData, PairSampler, WordLinks, cached_labels
 from xlpe.config import option
 from xlpe.errors import ConfigError
@@ -78,6 +79,9 @@ class TrainConfig:
                                              "(both pass at the piece level, the paper) or a word-level "
                                              "symmetrisation of each direction's word links (grow-diag-final-and, "
                                              "gdfa, ...) [I]")
+    label_word_vectors: str = option("pieces", "SSA: the states the labelling model's softmaxes compare: 'pieces' "
+                                               "(the paper) or 'mean' (each word's mean piece state, as the "
+                                               "extraction's word_vectors) [I]", choices=WORD_VECTORS)
     ssa_trainable: str = option("align", "SSA: 'align' (layer c only, the paper) or 'upto' (every layer up to c: "
                                          "the encoder's own layers as awesome-align fine-tunes them, and the cross "
                                          "layers up to c; the labels still come from the frozen stage-1 model) [I]",
@@ -113,6 +117,7 @@ class TrainConfig:
             raise ConfigError(f"amp must be one of {', '.join(AMP_MODES)}, not {self.amp!r}")
         adam_kwargs(self.adam)                                  # refuses an unknown implementation
         self.label_symmetrize = check_symmetrize(self.label_symmetrize)
+        check_word_vectors(self.label_word_vectors)
 
     def stage(self, stage: str) -> tuple[float, float, int, int]:
         """``(lr, epochs, max_steps, accumulation)`` of a stage."""
@@ -229,7 +234,8 @@ def train_stage(stage: str, aligner: CrossAligner, src: str, tgt: str, out: str 
             if dist_.is_main:             # process; the others read its file)
                 links = cached_labels(out / LABELS, aligner.model.to(device), data, layer=acfg.align_layer,
                                       threshold=cfg.label_threshold, device=device, autocast=autocast,
-                                      progress=cfg.progress, symmetrize=cfg.label_symmetrize)
+                                      progress=cfg.progress, symmetrize=cfg.label_symmetrize,
+                                      word_vectors=cfg.label_word_vectors)
             dist_.barrier()
             if links is None:
                 with np.load(out / LABELS) as z:

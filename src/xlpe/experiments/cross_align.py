@@ -318,8 +318,9 @@ class RecipeRun:
         other = ("ssa_", "label_", "freeze_embeddings") if stage == "tlm" else ("tlm_", "mask_prob")
         train_key = {k: v for k, v in dataclasses.asdict(cfg).items()        # the other stage's options: no retraining
                      if not k.startswith(other) and k not in RUN_ONLY}
-        if train_key.get("label_symmetrize") == "pieces":        # the paper's labels: the key they always had
-            del train_key["label_symmetrize"]
+        for k in ("label_symmetrize", "label_word_vectors"):       # the paper's labels: the key they always had
+            if train_key.get(k) == "pieces":
+                del train_key[k]
         params = {"init": file_sig(*_weights(init)), "text": file_sig(p["train.src"], p["train.tgt"]),
                   "train": train_key, "model": opts}
 
