@@ -26,7 +26,8 @@ from pathlib import Path
 from xlpe.align.crossalign import CrossAligner
 from xlpe.evaluate.significance import aer_score, aer_stats, compare
 from xlpe.experiments import cross_align as ca
-from xlpe.experiments.cross_align_report import split_key
+from xlpe.experiments.cross_align_report import ext_key, split_key
+from xlpe.experiments.cross_align_sweep import best, grid_from_json, menu
 from xlpe.io.alignments import read_alignments
 
 
@@ -35,11 +36,11 @@ def _piece_states_choice(run: Path, cfg: dict, stage: str) -> tuple[int, object,
     recipe's extractors and joins, at c or at every layer as ``experiment.trained_layer`` says."""
     e = cfg["experiment"]
     res = json.loads((run / f"dev-{stage}" / "done.json").read_text())["result"]
-    grid = ca._grid_from_json(res["grid"])
+    grid = grid_from_json(res["grid"])
     bases = (list(e["thresholds"]) if "softmax" in e["trained_extractors"] else []) + (
         ["argmax"] if "argmax" in e["trained_extractors"] else [])
     layers = [res["align_layer"]] if e["trained_layer"] == "c" else None
-    return ca._best(grid, layers=layers, keys=ca._menu(bases, e["symmetrize"], ["pieces"]))
+    return best(grid, layers=layers, keys=menu(bases, e["symmetrize"], ["pieces"]))
 
 
 def main(argv=None) -> None:
@@ -60,7 +61,7 @@ def main(argv=None) -> None:
     chosen_layer = ch[f"{st}_layer"] if cfg["experiment"]["trained_layer"] == "dev" else None
     if args.against == "paper-join":
         base, sym, vec = split_key(ch[f"{st}_extraction"])
-        key, layer, dev_aer = ca.ext_key(base, "pieces", vec), chosen_layer, None
+        key, layer, dev_aer = ext_key(base, "pieces", vec), chosen_layer, None
     else:
         layer, key, dev_aer = _piece_states_choice(args.run, cfg, st)
         layer = layer if chosen_layer is not None else None

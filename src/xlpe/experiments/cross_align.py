@@ -16,7 +16,8 @@ resumable.
    on the dev set, stage 2 (SSA) with that τ as its label threshold when ``train.label_threshold = "dev"``;
    ``dev-ssa`` chooses the final extraction the same way (``model.threshold = "dev"``: softmax at the best τ or
    mutual argmax, ``experiment.trained_extractors``, the menu the untrained baselines have too; each joined in the
-   way of ``experiment.symmetrize`` the dev set prefers, for every system). ``experiment.ssa_rounds`` adds SSA
+   way of ``experiment.symmetrize`` and on the states of ``experiment.word_vectors`` the dev set prefers, for every
+   system). ``experiment.ssa_rounds`` adds SSA
    rounds ``train-<pair>-s<seed>-ssa-r<k>`` (self-training, ``[I]``): each starts from the round before, its labels
    from that model at its dev-best τ at c (joined at the piece level, or with ``experiment.round_labels = "dev"``
    by its dev-best join there, τ chosen with it), and ``dev-ssa-r<k>`` chooses its extraction; the last round is the
@@ -46,16 +47,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 
 from xlpe.config import build
 from xlpe.data.gold_sets import HANSARDS_NORM_VERSION, GoldSet, custom_gold_set, load_gold_set
 from xlpe.errors import ConfigError
-from xlpe.evaluate.significance import aer_score, aer_stats
 from xlpe.experiments.cache import digest, file_sig, run_stage
 from xlpe.experiments.cross_align_config import (  # noqa: F401  (load_config: the CLI's entry, as every recipe's)
     DEV, TABLES, CrossAlignRecipeConfig, load_config)
-from xlpe.experiments.cross_align_report import ext_key, split_key, trained_stages
+from xlpe.experiments.cross_align_report import split_key, trained_stages
+from xlpe.experiments.cross_align_sweep import best, grid_from_json, grid_to_json, menu, sweep
 from xlpe.experiments.recipe import write_outputs
 from xlpe.experiments.stages import align_stage, read_text
 from xlpe.io.alignments import read_alignments, write_alignments
@@ -64,76 +64,8 @@ from xlpe.io.atomic import atomic_write
 log = logging.getLogger("xlpe.experiments.cross_align")
 
 
-# -- the sweeps ---------------------------------------------------------------------------------------------
-
-def sweep(aligner, src: list[str], tgt: list[str], gold: list, *, layers: list[int], thresholds: list[float],
-          null_sink: str, batch_size: int = 32, symmetrize: list[str] = ("pieces",),
-          word_vectors: list[str] = ("pieces",)) -> dict:
-    """AER of mutual argmax and of softmax at every τ, each joined by every ``symmetrize`` way, on each of
-    ``word_vectors`` (piece states, or each word's pieces' mean), at every layer, from one forward pass per batch and
-    layer. Returns ``{layer: {key: stats}}`` (keys: :func:`ext_key`) with
-    per-sentence :func:`aer_stats` summed."""
-    import torch
-
-    from xlpe.align.crossalign_extract import directional_links, symmetrized_word_links, word_links, word_states
-    from xlpe.io.alignments import Alignment
-
-    symmetrize = list(dict.fromkeys(["pieces", *symmetrize]))    # the paper's always: SSA labels, Figure 5
-    keys = _menu(["argmax"] + list(thresholds), symmetrize, word_vectors)
-    out = {lay: {k: np.zeros(4) for k in keys} for lay in layers}
-    for k in range(0, len(src), batch_size):
-        batch = aligner.encode([s.split(" ") for s in src[k:k + batch_size]],
-                               [t.split(" ") for t in tgt[k:k + batch_size]], first_line=k + 1)
-        g = gold[k:k + batch_size]
-        with torch.inference_mode():
-            for lay in layers:
-                hs, ht = aligner.hidden_states(batch, lay)
-                sw, tw = batch.words[:batch.size].to(hs.device), batch.words[batch.size:].to(hs.device)
-                states = {"pieces": (hs.float(), ht.float(), sw, tw)}
-                if "mean" in word_vectors:
-                    (ws, wsw), (wt, wtw) = word_states(hs, sw), word_states(ht, tw)
-                    states["mean"] = (ws, wt, wsw, wtw)
-                for vec in word_vectors:
-                    a, b, aw, bw = states[vec]
-                    for base in ["argmax"] + list(thresholds):
-                        method = "argmax" if base == "argmax" else "softmax"
-                        fwd, bwd = directional_links(a, b, aw, bw, method=method,
-                                                     threshold=0.0 if base == "argmax" else base,
-                                                     null_sink="none" if base == "argmax" else null_sink)
-                        for sym in symmetrize:
-                            words = (word_links(fwd & bwd, aw, bw) if sym == "pieces"
-                                     else symmetrized_word_links(fwd, bwd, aw, bw, sym))
-                            hyps = [Alignment.from_links((x[0], x[1]) for x in links) for links in words]
-                            out[lay][ext_key(base, sym, vec)] += aer_stats(hyps, g).sum(0)
-    return out
-
-
 # TrainConfig options that change how a run is carried out, not what it learns: not part of a stage's key
 RUN_ONLY = ("progress", "device", "save_every", "keep_last", "log_every", "resume")
-
-
-def _best(grid: dict, layers: list[int] | None = None, keys: list | None = None) -> tuple[int, Any, float]:
-    """``(layer, key, AER)`` with the lowest AER (ties: the earlier layer, then the earlier key)."""
-    best = None
-    for lay in layers or sorted(grid):
-        for key in keys or list(grid[lay]):
-            a = aer_score(np.asarray(grid[lay][key]))
-            if best is None or a < best[2] - 1e-12:
-                best = (lay, key, a)
-    return best
-
-
-def _jsonable_grid(grid: dict) -> dict:
-    return {str(lay): {str(k): [float(x) for x in v] for k, v in row.items()} for lay, row in grid.items()}
-
-
-def _grid_from_json(doc: dict) -> dict:
-    return {int(lay): {(k if k == "argmax" or "|" in k else float(k)): np.asarray(v) for k, v in row.items()}
-            for lay, row in doc.items()}
-
-
-def _menu(bases: list, symmetrize: list[str], word_vectors: list[str] = ("pieces",)) -> list:
-    return [ext_key(b, sym, vec) for vec in word_vectors for sym in symmetrize for b in bases]
 
 
 # -- the recipe -------------------------------------------------------------------------------------------
@@ -233,20 +165,20 @@ class RecipeRun:
             layers = e.layers or list(range(1, al.config.m + 1))
             grid = sweep(al, src, tgt, gold, layers=layers, thresholds=e.thresholds, null_sink="none",
                          batch_size=e.batch_size, symmetrize=e.symmetrize, word_vectors=e.word_vectors)
-            return {"grid": _jsonable_grid(grid), "encoder_layers": al.config.m}
+            return {"grid": grid_to_json(grid), "encoder_layers": al.config.m}
         res = run_stage(self.out, "dev-untrained", {"model": file_sig(*_weights(model_dir)), "lines": len(src),
                                                     "gold": file_sig(self.data[self.cfg.data.dev_pair]["paths"]
                                                                      ["gold.talp"]),
                                                     "layers": e.layers, "thresholds": e.thresholds,
                                                     **_sym_param(e.symmetrize, e.word_vectors)}, fn)
-        grid = _grid_from_json(res["grid"])
-        la, ka, aer_a = _best(grid, keys=_menu(["argmax"], e.symmetrize, e.word_vectors))
-        ls, ks, aer_s = _best(grid, keys=_menu(list(e.thresholds), e.symmetrize, e.word_vectors))
+        grid = grid_from_json(res["grid"])
+        la, ka, aer_a = best(grid, keys=menu(["argmax"], e.symmetrize, e.word_vectors))
+        ls, ks, aer_s = best(grid, keys=menu(list(e.thresholds), e.symmetrize, e.word_vectors))
         ts, ss, vs = split_key(ks)
         n = int(self.cfg.model.get("n", 2))
         m = self.cfg.model.get("m", DEV)
         if m == DEV:
-            arch = _best(grid, keys=["argmax"])[0]   # the paper's mutual argmax places c, whatever the baselines' join
+            arch = best(grid, keys=["argmax"])[0]   # the paper's mutual argmax places c, whatever the baselines' join
             m = max(0, min(arch - 1, res["encoder_layers"] - n))
         self.choices.update({"untrained_argmax_layer": la, "untrained_softmax_layer": ls,
                              "untrained_softmax_threshold": ts, "untrained_softmax_symmetrize": ss,
@@ -267,18 +199,18 @@ class RecipeRun:
             layers = list(range(1, al.config.m + al.config.n + 1))
             grid = sweep(al, src, tgt, gold, layers=layers, thresholds=e.thresholds, null_sink=al.config.null_sink,
                          batch_size=e.batch_size, symmetrize=e.symmetrize, word_vectors=e.word_vectors)
-            return {"grid": _jsonable_grid(grid), "align_layer": al.config.align_layer}
+            return {"grid": grid_to_json(grid), "align_layer": al.config.align_layer}
         res = run_stage(self.out, f"dev-{name}", {"model": file_sig(*_weights(model_dir)), "lines": len(src),
                                                   "thresholds": e.thresholds,
                                                   **_sym_param(e.symmetrize, e.word_vectors)}, fn)
-        grid = _grid_from_json(res["grid"])
+        grid = grid_from_json(res["grid"])
         c = res["align_layer"]
-        _, tau, _ = _best(grid, layers=[c], keys=list(e.thresholds))
-        _, joined, _ = _best(grid, layers=[c], keys=_menu(list(e.thresholds), e.symmetrize))
+        _, tau, _ = best(grid, layers=[c], keys=list(e.thresholds))
+        _, joined, _ = best(grid, layers=[c], keys=menu(list(e.thresholds), e.symmetrize))
         self.choices[f"{name}_joined"] = joined     # its best softmax extraction at c on pieces (round labels)
-        keys = _menu((list(e.thresholds) if "softmax" in e.trained_extractors else []) + (
+        keys = menu((list(e.thresholds) if "softmax" in e.trained_extractors else []) + (
             ["argmax"] if "argmax" in e.trained_extractors else []), e.symmetrize, e.word_vectors)
-        lay, ext, aer = _best(grid, layers=[c] if e.trained_layer == "c" else None, keys=keys)
+        lay, ext, aer = best(grid, layers=[c] if e.trained_layer == "c" else None, keys=keys)
         self.choices.update({f"{name}_threshold": tau, f"{name}_extractor": ext, f"dev_{name}_aer": aer,
                              f"{name}_layer": lay})
         return grid
