@@ -42,6 +42,23 @@ def _pair(d, name, reverse=False):
             "gold_tgt": str(d / "gold.tgt"), "gold_align": str(d / "gold.talp"), "gold_base": 1}
 
 
+def _gold(d):
+    """A pair folder's gold sentences and their lengths in words."""
+    src, tgt = (d / "gold.src").read_text().splitlines(), (d / "gold.tgt").read_text().splitlines()
+    return src, tgt, [(len(a.split()), len(b.split())) for a, b in zip(src, tgt)]
+
+
+def _assert_ssa_links(run, d, **extraction):
+    """The dev pair's ++SSA links in ``run`` are its SSA model's at τ 0.1 with ``extraction``, which makes a
+    difference here."""
+    from xlpe.align.crossalign import CrossAligner
+    al = CrossAligner.from_pretrained(run / "train-ende-s42-ssa" / "ssa" / "model")
+    src, tgt, lengths = _gold(d / "ende")
+    want = al.align(src, tgt, threshold=0.1, **extraction)
+    assert list(read_alignments(run / "links-ende" / "ssa-s42.align", 0, lengths=lengths)) == want
+    assert want != al.align(src, tgt, threshold=0.1)
+
+
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
     d = tmp_path_factory.mktemp("ca")
@@ -78,9 +95,7 @@ def test_recipe_reports_the_test_part_with_dev_choices(setup):
     assert 100 * ch["dev_ssa_aer"] == pytest.approx(min(at_c["argmax"], at_c["softmax_best"]))
     # the dev pair is scored on its gold sentences after the dev lines only; the other pair on all of them
     assert res["pairs"]["ende"]["sentences"] == len(GOLD) - 3 and res["pairs"]["deen"]["sentences"] == len(GOLD)
-    src = (d / "ende" / "gold.src").read_text().splitlines()
-    tgt = (d / "ende" / "gold.tgt").read_text().splitlines()
-    lengths = [(len(a.split()), len(b.split())) for a, b in zip(src, tgt)]
+    src, tgt, lengths = _gold(d / "ende")
     gold = list(read_alignments(d / "ende" / "gold.talp", 1, lengths=lengths))
     for system, file in (("+ssa", "ssa-s42"), ("untrained-argmax", "untrained-argmax")):
         hyp = list(read_alignments(out / "links-ende" / f"{file}.align", 0, lengths=lengths))
@@ -161,12 +176,10 @@ def test_trained_layer_dev_extracts_at_the_dev_best_layer(setup, tmp_path, monke
     top = ch["m"] + ch["n"]
     assert ch["ssa_layer"] == top != ch["m"] + 1 and ch["ssa_extraction"] == "argmax" and ch["dev_ssa_aer"] == 0
     al = CrossAligner.from_pretrained(run2 / "train-ende-s42-ssa" / "ssa" / "model")
-    src = (d / "ende" / "gold.src").read_text().splitlines()
-    tgt = (d / "ende" / "gold.tgt").read_text().splitlines()
+    src, tgt, lengths = _gold(d / "ende")
     want = al.align(src, tgt, layer=top, method="argmax", null_sink="none")
     ssa_calls = [kw for m, kw in calls if "train-ende-s42-ssa" in m]
     assert [kw.get("layer") for kw in ssa_calls] == [top]                  # the new key: extracted again, at top
-    lengths = [(len(a.split()), len(b.split())) for a, b in zip(src, tgt)]
     assert list(read_alignments(run2 / "links-ende" / "ssa-s42.align", 0, lengths=lengths)) == want
     assert f"at layer {top} (the dev-best layer)" in (run2 / "report.md").read_text()
     doc2["experiment"]["trained_layer"] = "best"
@@ -180,7 +193,6 @@ def test_symmetrisation_menu_is_chosen_on_dev_for_every_system(setup, tmp_path, 
     joined by grow-diag-final-and is perfect at c; an unchanged untrained choice keeps its cached links."""
     import copy
     import shutil
-    from xlpe.align.crossalign import CrossAligner
     d, out, doc, r = setup
     run2 = tmp_path / "run"
     shutil.copytree(out, run2)
@@ -206,13 +218,7 @@ def test_symmetrisation_menu_is_chosen_on_dev_for_every_system(setup, tmp_path, 
     assert menus and all(m == ["pieces", "grow-diag-final-and"] for m in menus)   # dev-untrained, -tlm, -ssa again
     assert ch["ssa_extraction"] == "0.1|grow-diag-final-and" and ch["dev_ssa_aer"] == 0
     assert ch["untrained_argmax_symmetrize"] in ("pieces", "grow-diag-final-and")
-    al = CrossAligner.from_pretrained(run2 / "train-ende-s42-ssa" / "ssa" / "model")
-    src = (d / "ende" / "gold.src").read_text().splitlines()
-    tgt = (d / "ende" / "gold.tgt").read_text().splitlines()
-    lengths = [(len(a.split()), len(b.split())) for a, b in zip(src, tgt)]
-    want = al.align(src, tgt, threshold=0.1, symmetrize="grow-diag-final-and")
-    assert list(read_alignments(run2 / "links-ende" / "ssa-s42.align", 0, lengths=lengths)) == want
-    assert want != al.align(src, tgt, threshold=0.1)                       # the join made a difference here
+    _assert_ssa_links(run2, d, symmetrize="grow-diag-final-and")
     assert "softmax τ=0.1 + grow-diag-final-and" in (run2 / "report.md").read_text()
     doc2["experiment"]["symmetrize"] = ["both"]
     with pytest.raises(ConfigError, match="symmetrize must be one of"):
@@ -301,9 +307,7 @@ def test_further_ssa_rounds_train_on_the_previous_rounds_labels(setup, tmp_path,
         assert {"+ssa-r3 vs eflomal", "+ssa-r3 vs +ssa", "+ssa-r3 vs +ssa-r2", "+ssa vs +tlm"} <= set(comps)
         assert "+ssa vs eflomal" not in comps and "+ssa-r2 vs eflomal" not in comps
     r3 = CrossAligner.from_pretrained(run2 / "train-ende-s42-ssa-r3" / "ssa" / "model")
-    src = (d / "ende" / "gold.src").read_text().splitlines()
-    tgt = (d / "ende" / "gold.tgt").read_text().splitlines()
-    lengths = [(len(a.split()), len(b.split())) for a, b in zip(src, tgt)]
+    src, tgt, lengths = _gold(d / "ende")
     want = r3.align(src, tgt, **ca._extraction(ch["ssa-r3_extraction"]))
     assert list(read_alignments(run2 / "links-ende" / "ssa-r3-s42.align", 0, lengths=lengths)) == want
     rep = res["report"]
@@ -399,7 +403,6 @@ def test_word_state_menu_is_chosen_on_dev_and_round_labels_stay_on_pieces(setup,
     states; a system takes them where the dev set prefers them (the SSA sweep is doctored so that softmax τ=0.1 on
     mean states is perfect at c), its links and the report follow; a further round's labels still come from piece
     states (round 2 trains on the SSA model's best piece-level softmax), and no trained stage is retrained."""
-    from xlpe.align.crossalign import CrossAligner
     d = setup[0]
     real_sweep, menus = ca.sweep, []
 
@@ -426,13 +429,7 @@ def test_word_state_menu_is_chosen_on_dev_and_round_labels_stay_on_pieces(setup,
     assert started["label_threshold"] == ca.split_key(ch["ssa_joined"])[0]
     assert "label_word_vectors" not in started          # piece-state labels keep the key they had before the option
     assert ch["untrained_argmax_vectors"] in ("pieces", "mean")
-    al = CrossAligner.from_pretrained(run2 / "train-ende-s42-ssa" / "ssa" / "model")
-    src = (d / "ende" / "gold.src").read_text().splitlines()
-    tgt = (d / "ende" / "gold.tgt").read_text().splitlines()
-    lengths = [(len(a.split()), len(b.split())) for a, b in zip(src, tgt)]
-    want = al.align(src, tgt, threshold=0.1, word_vectors="mean")
-    assert list(read_alignments(run2 / "links-ende" / "ssa-s42.align", 0, lengths=lengths)) == want
-    assert want != al.align(src, tgt, threshold=0.1)                       # the states made a difference here
+    _assert_ssa_links(run2, d, word_vectors="mean")
     rep = res["report"]
     assert "SSA model extraction at c: softmax τ=0.1, word mean states" in rep and "on pieces or mean states" in rep
     doc2["experiment"]["word_vectors"] = ["max"]
