@@ -14,7 +14,8 @@ Not a test. Protocol:
   vocabulary within the same run (hosts differ in speed: compare only within one run);
 * extraction: :meth:`CrossAligner.align` on ``--pairs`` pairs, the Cross-Align model at its alignment layer
   against the untrained encoder (mutual argmax at the same layer), batch 32; ``extract/crossalign-gdfa`` joins the
-  two directions by grow-diag-final-and instead of the paper's piece-level intersection.
+  two directions by grow-diag-final-and instead of the paper's piece-level intersection, and
+  ``extract/crossalign-gdfa-mean`` does so on each word's mean piece state (``word_vectors = "mean"``).
 
 Usage::
 
@@ -82,7 +83,7 @@ def worker(spec: dict) -> dict:
         kwargs = {"method": "argmax", "layer": spec["layer"]}
     else:
         al = CrossAligner.from_encoder(spec["model"], m=spec["m"], n=spec["n"])
-        kwargs = {"symmetrize": spec.get("symmetrize", "pieces")}
+        kwargs = {"symmetrize": spec.get("symmetrize", "pieces"), "word_vectors": spec.get("word_vectors", "pieces")}
     al.align(src[:32], tgt[:32], **kwargs)                         # warm-up
     t0 = time.perf_counter()
     al.align(src, tgt, **kwargs)
@@ -144,6 +145,7 @@ def main(argv=None) -> None:
                                                       "amp": amp, "steps": args.steps, "batch": args.batch}
     variants["extract/crossalign"] = {**common, "kind": "extract", "method": "crossalign", "model": str(pruned)}
     variants["extract/crossalign-gdfa"] = {**variants["extract/crossalign"], "symmetrize": "grow-diag-final-and"}
+    variants["extract/crossalign-gdfa-mean"] = {**variants["extract/crossalign-gdfa"], "word_vectors": "mean"}
     variants["extract/untrained-argmax"] = {**common, "kind": "extract", "method": "argmax", "model": str(pruned),
                                             "layer": args.m + 1}
     if args.only:
@@ -158,7 +160,8 @@ def main(argv=None) -> None:
     ratios = {}
     pairs = [(f"{stage}/{k}", f"{stage}/full/none") for stage in ("tlm", "ssa")
              for k in ("full/bf16", "pruned/none", "pruned/bf16")]
-    pairs += [("extract/crossalign", "extract/untrained-argmax"), ("extract/crossalign-gdfa", "extract/crossalign")]
+    pairs += [("extract/crossalign", "extract/untrained-argmax"), ("extract/crossalign-gdfa", "extract/crossalign"),
+              ("extract/crossalign-gdfa-mean", "extract/crossalign-gdfa")]
     for a, b in pairs:
         if a in med and b in med:
             ratios[f"{a} vs {b}"] = round(med[a]["pairs_per_s"] / med[b]["pairs_per_s"], 3)
