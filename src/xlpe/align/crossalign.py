@@ -378,8 +378,8 @@ class CrossAligner:
         """Word alignments (0-based) of sentence pairs (strings split on ASCII space, or token lists).
 
         ``layer``, ``threshold``, ``null_sink``, ``symmetrize`` and ``word_vectors`` default to the directory's
-        settings. Returns one
-        :class:`~xlpe.io.alignments.Alignment` per pair; with ``probabilities`` one ``(Alignment, {link: p})``.
+        settings. Returns one :class:`~xlpe.io.alignments.Alignment` per pair; with ``probabilities`` one
+        ``(Alignment, {link: p})``.
         """
         cfg = self.config
         layer = cfg.align_layer if layer is None else layer
