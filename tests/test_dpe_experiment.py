@@ -2,6 +2,7 @@
 reordered-source stage, and the probe of what DPE layers learned."""
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -13,33 +14,7 @@ from xlpe.experiments.twopass import reordered_stage
 
 from _nmt_toy import tiny_model_config, toy  # noqa: F401  (toy is a fixture)
 
-TINY = """
-[data]
-builtin = "sov"
-builtin_sizes = [240, 20, 20]
-[experiment]
-seeds = [1]
-lambdas = [0.0, 0.5]
-xl_systems = []
-eflomal_targets_too = false
-vocab_size = 300
-beam = 2
-bootstrap_samples = 30
-cost_rounds = 1
-cost_updates = 2
-[model]
-preset = "tiny"
-d_model = 16
-n_heads = 2
-d_ff = 32
-enc_layers = 1
-dec_layers = 1
-[train]
-max_updates = 2
-max_tokens = 300
-warmup = 2
-validate_every = 1
-"""
+TINY = (Path(__file__).with_name("recipe_configs") / "dpe.toml").read_text()
 
 
 def test_dpe_recipe_end_to_end(tmp_path):

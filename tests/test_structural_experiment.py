@@ -2,6 +2,7 @@
 composition with XL PE, caching, and early config errors."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -9,36 +10,7 @@ from xlpe.cli import main
 from xlpe.errors import ConfigError
 from xlpe.experiments.structural_pe import load_config
 
-TINY = """
-[data]
-builtin = "sov"
-builtin_sizes = [240, 20, 20]
-[experiment]
-seeds = [1]
-systems = ["abs-seq", "abs-seq+both-stru", "rel-seq", "rel-seq+both-stru"]
-compose = ["headxl+both-stru"]
-vocab_size = 300
-preorder_iterations = 1
-preorder = { learner = "perceptron", loss = "tau=1" }   # the XL system's preorderer, as xl-pe would build it
-preorder_attach_null = "free"
-beam = 2
-bootstrap_samples = 30
-pe_options = { struct_k = 4 }
-cost_rounds = 1
-cost_updates = 2
-[model]
-preset = "tiny"
-d_model = 16
-n_heads = 2
-d_ff = 32
-enc_layers = 1
-dec_layers = 1
-[train]
-max_updates = 2
-max_tokens = 300
-warmup = 2
-validate_every = 1
-"""
+TINY = (Path(__file__).with_name("recipe_configs") / "structural-pe.toml").read_text()
 
 
 def test_structural_recipe_end_to_end(tmp_path, capsys):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -10,36 +11,7 @@ from xlpe.cli import main
 from xlpe.errors import ConfigError
 from xlpe.experiments.xl_pe import XLConfig, load_config
 
-TINY = """
-[data]
-builtin = "sov"
-builtin_sizes = [240, 20, 20]
-[experiment]
-seeds = [1]
-systems = ["baseline", "inxl", "headxl"]
-alignment_systems = ["baseline", "headxl"]
-taus = [1, 2]
-noise = [0.2]
-noise_system = "headxl"
-encoder_free = ["none", "inxl"]
-vocab_size = 300
-preorder_iterations = 1
-beam = 2
-bootstrap_samples = 50
-cost_rounds = 2
-cost_updates = 2
-[model]
-preset = "tiny"
-d_model = 16
-n_heads = 2
-d_ff = 32
-enc_layers = 1
-dec_layers = 2
-[train]
-max_updates = 3
-max_tokens = 300
-warmup = 2
-"""
+TINY = (Path(__file__).with_name("recipe_configs") / "xl-pe.toml").read_text()
 
 
 def test_recipe_produces_every_table_and_reruns_from_cache(tmp_path, capsys):
