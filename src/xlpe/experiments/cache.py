@@ -18,7 +18,6 @@ run at once: the one that comes second waits and then finds the stage cached.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import shutil
@@ -26,16 +25,12 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from xlpe.experiments.engine.keys import Inputs, digest, material
 from xlpe.io.atomic import atomic_write
 from xlpe.io.process import die_with_parent
 from xlpe.io.text import file_sha256
 
 log = logging.getLogger("xlpe.experiments")
-
-
-def digest(obj: Any) -> str:
-    """A short stable hash of a JSON-able object."""
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 _SIGS: dict[tuple, str] = {}
@@ -58,12 +53,12 @@ def file_sig(*paths: Path | str) -> list:
     return out
 
 
-def cached_result(out: Path, name: str, params: dict) -> dict | None:
-    """The result of stage ``name`` if ``out/name/done.json`` records these params, else None (nothing runs)."""
+def cached_result(out: Path, name: str, params: Inputs | dict) -> dict | None:
+    """The result of stage ``name`` if ``out/name/done.json`` records these inputs, else None (nothing runs)."""
     marker = Path(out) / name / "done.json"
     if marker.exists():
         saved = json.loads(marker.read_text())
-        if saved.get("key") == digest(params):
+        if saved.get("key") == digest(material(params)):
             return saved["result"]
     return None
 
@@ -121,12 +116,12 @@ def stage_running(stage_dir: Path) -> bool:
     return False
 
 
-def run_stage(out: Path, name: str, params: dict, fn: Callable[[Path], dict], force: bool = False) -> dict:
+def run_stage(out: Path, name: str, params: Inputs | dict, fn: Callable[[Path], dict], force: bool = False) -> dict:
     """Run ``fn(out / name) -> result`` unless ``out/name/done.json`` records the same params. The stage runs
     under its lock (:func:`stage_lock`): a second process asking for it meanwhile waits, then takes the result."""
     d = Path(out) / name
     with stage_lock(d, name):
-        return _run_stage(d, name, params, fn, force)
+        return _run_stage(d, name, material(params), fn, force)
 
 
 def _run_stage(d: Path, name: str, params: dict, fn: Callable[[Path], dict], force: bool) -> dict:

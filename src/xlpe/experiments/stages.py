@@ -19,6 +19,7 @@ from typing import Any, Mapping, Sequence
 
 from xlpe.errors import ConfigError
 from xlpe.experiments.cache import file_sig, run_stage
+from xlpe.experiments.engine.keys import Inputs, keyed
 from xlpe.reorder.oracle import corpus_ranks
 from xlpe.io.atomic import atomic_write
 
@@ -31,6 +32,59 @@ def read_text(path) -> list[str]:
     return [t for _, t in read_lines(path)]
 
 SPLITS = ("train", "dev", "test")
+
+
+# The declared inputs of each stage (the key rule: xlpe.experiments.engine.keys). ``files`` are signatures by content.
+
+@dataclass(frozen=True)
+class SynthInputs(Inputs):
+    synthetic: dict                        # SyntheticConfig.to_dict()
+    sizes: list                            # train, dev, test pairs
+    layout: int = keyed("result")          # the layout of the stage's folder and result
+
+
+@dataclass(frozen=True)
+class DataInputs(Inputs):
+    data: dict                             # the [data] table
+    files: list                            # training and gold files
+    exclude: str = ""                      # which training pairs a gold sentence removes ("" = none)
+
+
+@dataclass(frozen=True)
+class SubwordInputs(Inputs):
+    vocab: int
+    files: list
+
+
+@dataclass(frozen=True)
+class AlignInputs(Inputs):
+    files: list
+    lower: bool
+    sym: str
+
+
+@dataclass(frozen=True)
+class PreorderInputs(Inputs):
+    files: list                            # training links and source, every split's source
+    sentences: int = keyed("n")
+    iterations: int = keyed("its")
+    btg: dict = keyed("btg")
+    model: str = keyed("model")            # a trained preorderer to load ("" = train one)
+    seed: int = keyed("seed")
+    attach_null: str = keyed("attach_null")
+    level: str = "word"                    # word | subword
+    spm: list | None = None                # the subword model, at the subword level
+
+
+@dataclass(frozen=True)
+class ParseInputs(Inputs):
+    files: list
+    model: str
+
+
+@dataclass(frozen=True)
+class DPEInputs(Inputs):
+    files: list                            # source, word links, subword model
 
 
 @dataclass
@@ -72,7 +126,7 @@ def synth_stage(out: Path, profile: str, seed: int, sizes: Sequence[int], force:
     from xlpe.data.synthetic import SyntheticConfig, synth
 
     scfg = SyntheticConfig(profile=profile, seed=seed)
-    params = {"synthetic": scfg.to_dict(), "sizes": list(sizes), "result": 3}   # result: its layout
+    params = SynthInputs(synthetic=scfg.to_dict(), sizes=list(sizes), layout=3)
 
     def fn(d: Path) -> dict:
         synth(d, scfg, sizes=dict(zip(SPLITS, sizes)))
@@ -93,9 +147,9 @@ def data_stage(out: Path, d: DataSpec, seed: int = 1) -> dict:
                 "gold_base": 0, "gold_reverse": False, "extra_tests": dict(d.extra_tests), "excluded": 0}
 
     inputs = [d.train_src, d.train_tgt] + [p for p in (d.gold_src, d.gold_tgt) if p]
-    params = {"data": dataclasses.asdict(d), "files": file_sig(*inputs)}
-    if d.exclude_gold and d.gold_src:
-        params["exclude"] = "source or target"     # a pair goes when either side is a gold sentence
+    # a pair goes when either side is a gold sentence
+    params = DataInputs(data=dataclasses.asdict(d), files=file_sig(*inputs),
+                        exclude="source or target" if d.exclude_gold and d.gold_src else "")
 
     def fn(sd: Path) -> dict:
         paths = {k: getattr(d, k) for k in ("train_src", "train_tgt", "dev_src", "dev_tgt", "test_src", "test_tgt",
@@ -162,7 +216,7 @@ def _split_gold(d: DataSpec, sd: Path, paths: dict) -> dict:
 
 def subword_stage(out: Path, files: Sequence[str | Path], vocab_size: int, force: bool = False) -> str:
     """A joint sentencepiece model trained on ``files``; returns its path."""
-    params = {"vocab": vocab_size, "files": file_sig(*files)}
+    params = SubwordInputs(vocab=vocab_size, files=file_sig(*files))
 
     def fn(d: Path) -> dict:
         from xlpe.data.subword import train_subwords
@@ -181,7 +235,7 @@ def align_stage(out: Path, splits: Mapping[str, tuple[str, str]], *, lowercase: 
 
     Links that train a model (BTG labels, DPE targets, oracle reorderings) come from a run over the training
     pairs alone: a run that also saw test pairs makes them a function of the test references."""
-    params = {"files": file_sig(*(p for pair in splits.values() for p in pair)), "lower": lowercase, "sym": sym}
+    params = AlignInputs(files=file_sig(*(p for pair in splits.values() for p in pair)), lower=lowercase, sym=sym)
 
     def fn(d: Path) -> dict:
         from xlpe.align.eflomal import EflomalAligner
@@ -230,10 +284,9 @@ def preorder_stage(out: Path, *, train_src: str, train_align: str, splits: Mappi
     btg = dict(btg or {})
     if attach_null not in ("right", "free"):
         raise ConfigError(f"attach_null must be 'right' or 'free', not {attach_null!r}")
-    params = {"files": file_sig(train_align, train_src, *splits.values()), "n": sentences, "its": iterations,
-              "btg": btg, "model": model, "seed": seed, "attach_null": attach_null}
-    if level == "subword":                # only when set, so word-level stages keep their cached key
-        params.update(level=level, spm=file_sig(spm))
+    params = PreorderInputs(files=file_sig(train_align, train_src, *splits.values()), sentences=sentences,
+                            iterations=iterations, btg=btg, model=model, seed=seed, attach_null=attach_null,
+                            level=level, spm=file_sig(spm) if level == "subword" else None)
 
     def fn(d: Path) -> dict:
         from xlpe.evaluate.reorder_metrics import corpus_reorder_scores
@@ -305,7 +358,7 @@ def _subword_view(spm: str):
 def parse_stage(out: Path, splits: Mapping[str, str], *, model: str, processes: int = 1, force: bool = False) -> dict:
     """Dependency trees of every split's source with a spaCy pipeline, tokens kept (``<split>.conllu``;
     :func:`xlpe.syntax.parse.parse_file`)."""
-    params = {"files": file_sig(*splits.values()), "model": model}
+    params = ParseInputs(files=file_sig(*splits.values()), model=model)
 
     def fn(d: Path) -> dict:
         from xlpe.syntax.parse import parse_file
@@ -319,7 +372,7 @@ def parse_stage(out: Path, splits: Mapping[str, str], *, model: str, processes: 
 def dpe_stage(out: Path, *, src: str, align: str, spm: str, name: str = "train", force: bool = False) -> str:
     """DPE targets of a source text at the subword level of ``spm`` from its word alignments (0-based Pharaoh):
     ``dpe/<name>.dpe``, one ``i-p(i)`` line per sentence (SPEC §6.2); returns its path."""
-    params = {"files": file_sig(src, align, spm)}
+    params = DPEInputs(files=file_sig(src, align, spm))
 
     def fn(d: Path) -> dict:
         from xlpe.data.subword import SubwordModel
