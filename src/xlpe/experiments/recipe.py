@@ -23,6 +23,40 @@ from xlpe.runtime import versions
 log = logging.getLogger("xlpe.experiments")
 
 TOML_TABLES = ("data", "experiment", "model", "train")
+#: what a recipe sets itself for each run: never keys of its [model] / [train] tables
+PER_SYSTEM_MODEL = ("src_vocab_size", "tgt_vocab_size", "pe", "pe_options", "encoder_free")
+PER_RUN_TRAIN = ("out", "seed", "resume")
+
+
+def check_run_tables(model: dict[str, Any], train: dict[str, Any], source: str = "config") -> None:
+    """Refuse, when the config is loaded, what the runs of a recipe could not use: an unknown or mistyped key or an
+    invalid value of ``[model]`` (a preset plus :class:`~xlpe.nn.config.TransformerConfig` fields) or of ``[train]``
+    (:class:`~xlpe.train.config.TrainConfig` fields), and the keys the recipe sets per system or per run."""
+    from xlpe.nn.config import PRESETS, TransformerConfig
+    from xlpe.train.config import TrainConfig
+
+    m = dict(model)
+    preset = m.pop("preset", "small")
+    if preset not in PRESETS:
+        raise ConfigError(f"{source} [model]: unknown preset {preset!r}; valid: {', '.join(PRESETS)}")
+    for table, values, own in (("model", m, PER_SYSTEM_MODEL), ("train", train, PER_RUN_TRAIN)):
+        mine = sorted(set(values) & set(own))
+        if mine:
+            raise ConfigError(f"{source} [{table}]: {mine} are set by the recipe for each "
+                              f"{'system' if table == 'model' else 'run'}, not in [{table}]")
+    build(TransformerConfig, {**PRESETS[preset], **m}, f"{source} [model]")
+    build(TrainConfig, train, f"{source} [train]")
+
+
+def check_pe_options(options: dict[str, Any], source: str = "experiment.pe_options") -> None:
+    """Every key of a recipe's ``pe_options`` is an option some position encoding reads (each system then gets the
+    options of its own encodings); a misspelt key is an error, never dropped."""
+    from xlpe.nn.positions import ENCODINGS
+
+    valid = sorted({k for enc in ENCODINGS.values() for k in enc.options})
+    unknown = sorted(set(options) - set(valid))
+    if unknown:
+        raise ConfigError(f"{source}: {unknown} is no option of any position encoding; valid: {', '.join(valid)}")
 
 
 @dataclasses.dataclass
@@ -112,6 +146,8 @@ class RecipeConfig:
             raise ConfigError("experiment.seeds is empty")
         if not set(STOPS) & set(self.train):
             raise ConfigError("[train] needs a budget: max_updates and/or max_time_minutes (the same for every run)")
+        if hasattr(e, "pe_options"):
+            check_pe_options(e.pe_options)
         if getattr(e, "cost_rounds", 0) < 0 or getattr(e, "cost_updates", 2) < 2:
             raise ConfigError("experiment.cost_rounds must be >= 0 and experiment.cost_updates >= 2")
         if not d.builtin:
@@ -151,6 +187,7 @@ class RecipeConfig:
         unknown = sorted(set(doc) - set(TOML_TABLES))
         if unknown:
             raise ConfigError(f"{source}: unknown table(s) {unknown}; expected {', '.join(TOML_TABLES)}")
+        check_run_tables({"preset": "small", **doc.get("model", {})}, doc.get("train", {}), source)
         return cls(build(DataSpec, doc.get("data", {}), f"{source} [data]"),
                    build(cls.EXPERIMENT, doc.get("experiment", {}), f"{source} [experiment]"),
                    {"preset": "small", **doc.get("model", {})},
