@@ -32,6 +32,7 @@ from typing import Any
 from xlpe.config import option
 from xlpe.errors import ConfigError
 from xlpe.experiments.cache import digest, file_sig, run_stage, run_stages
+from xlpe.experiments.engine.keys import Inputs
 from xlpe.experiments.nmt_runs import run_system
 from xlpe.experiments.stages import SPLITS, align_stage, dpe_stage, preorder_stage, subword_stage, synth_stage
 from xlpe.reorder.oracle import corpus_ranks
@@ -75,6 +76,29 @@ class DemoConfig:
 
 
 # ------------------------------------------------------------------------------------------ stages
+@dataclass(frozen=True)
+class StatsInputs(Inputs):
+    data: str                              # the built-in pair's train and test files, by content
+    spm: str
+
+
+@dataclass(frozen=True)
+class DemoRunInputs(Inputs):
+    """One model of the demo: its encodings, the shared model, budget and data, and what only some models read."""
+
+    model: dict
+    pe: list
+    train: dict
+    seed: int
+    beam: int
+    aer: bool                              # aligns the test set from attention
+    threads: int
+    vocab: int
+    data: str                              # bitext, subwords, orders, by content
+    trees: str = ""                        # the trees, for a model that reads them
+    dpe: str = ""                          # the DPE targets, for a model trained on them
+
+
 def stats_stage(cfg: DemoConfig, out: Path, spm: str) -> dict:
     """Corpus statistics and the metric self-checks (each must hold exactly; a failure is a bug)."""
     from xlpe.data.subword import SubwordModel
@@ -84,8 +108,9 @@ def stats_stage(cfg: DemoConfig, out: Path, spm: str) -> dict:
     from xlpe.io import Alignment, read_alignments, read_bitext, read_orders
 
     data = out / "synth"
-    params = {"data": digest(file_sig(*(data / f"{s}.{e}" for s in ("train", "test") for e in ("src", "tgt", "align", "order")))),
-              "spm": digest(file_sig(spm))}
+    params = StatsInputs(data=digest(file_sig(*(data / f"{s}.{e}" for s in ("train", "test")
+                                                for e in ("src", "tgt", "align", "order")))),
+                         spm=digest(file_sig(spm)))
 
     def fn(d: Path) -> dict:
         sp = SubwordModel.load(spm)
@@ -186,14 +211,13 @@ def nmt_stage(cfg: DemoConfig, out: Path, spm: str, orders: dict[str, str], dpe:
     for name in cfg.nmt_pe:
         pe = pe_list(name)
         want_aer = name not in ("none", "rpe")
-        params = {"model": model, "pe": pe, "train": train_opts, "seed": cfg.seed, "beam": cfg.beam,
-                  "aer": want_aer, "threads": cfg.threads, "vocab": SubwordModel.load(spm).vocab_size,
-                  "data": digest(file_sig(data / "train.src", data / "train.tgt", spm, orders["train"],
-                                          orders["test"]))}
-        if any(p.startswith("struct") for p in pe):    # only then, so the other systems keep their cache key
-            params["trees"] = digest(file_sig(*(data / f"{s}.conllu" for s in ("train", "dev", "test"))))
-        if "dpe" in pe:
-            params["dpe"] = digest(file_sig(dpe))
+        params = DemoRunInputs(
+            model=model, pe=pe, train=train_opts, seed=cfg.seed, beam=cfg.beam, aer=want_aer, threads=cfg.threads,
+            vocab=SubwordModel.load(spm).vocab_size,
+            data=digest(file_sig(data / "train.src", data / "train.tgt", spm, orders["train"], orders["test"])),
+            trees=digest(file_sig(*(data / f"{s}.conllu" for s in ("train", "dev", "test"))))
+            if any(p.startswith("struct") for p in pe) else "",
+            dpe=digest(file_sig(dpe)) if "dpe" in pe else "")
         fn = functools.partial(
             run_system, pe=pe, pe_options={}, encoder_free=False, seed=cfg.seed, model=model, train_opts=train_opts,
             spm=str(spm), train_src=str(data / "train.src"), train_tgt=str(data / "train.tgt"),
