@@ -21,7 +21,6 @@ The multi-seed version of the comparison, with every table of Ding et al., is ``
 from __future__ import annotations
 
 import functools
-import json
 import os
 import platform
 import sys
@@ -34,11 +33,11 @@ from xlpe.errors import ConfigError
 from xlpe.experiments.cache import digest, file_sig, run_stage, run_stages
 from xlpe.experiments.engine.keys import Inputs
 from xlpe.experiments.nmt_runs import run_system
+from xlpe.experiments.recipe import write_outputs
 from xlpe.experiments.stages import SPLITS, align_stage, dpe_stage, preorder_stage, subword_stage, synth_stage
 from xlpe.reorder.oracle import corpus_ranks
 from xlpe.experiments.systems import SYSTEMS, pe_list
 from xlpe.io import read_alignments
-from xlpe.io.atomic import atomic_write
 from xlpe.runtime import versions
 
 #: what ``stages`` may name (synth and subword always run: everything else reads them)
@@ -366,9 +365,4 @@ def demo(cfg: DemoConfig) -> dict:
     if "nmt" in want:
         dpe = dpe_stage(out, src=paths["train_src"], align=train_align, spm=spm)
         results["nmt"] = nmt_stage(cfg, out, spm, results["preorder"]["orders"], dpe)
-    report = _report(cfg, results)
-    with atomic_write(out / "report.md") as f:
-        f.write(report)
-    with atomic_write(out / "results.json") as f:
-        json.dump({"config": cfg.__dict__, "results": results, "versions": versions()}, f, indent=2, default=str)
-    return {"report": report, "results": results}
+    return write_outputs(out, dict(cfg.__dict__), _report(cfg, results), results)
