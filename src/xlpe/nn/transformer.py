@@ -26,7 +26,8 @@ from torch import Tensor, nn
 from xlpe.errors import ConfigError
 from xlpe.nn.attention import DecoderLayer, Dropout, EncoderLayer
 from xlpe.nn.config import PRESETS, TransformerConfig  # noqa: F401  (re-exported: one import for the model and its config)
-from xlpe.nn.positions import EncodingContext, HeadInput, build_encodings, sinusoid
+from xlpe.nn.positions import EncodingContext, HeadInput, build_encodings
+from xlpe.nn.positions.sinusoid import model_sinusoid
 
 
 @dataclass
@@ -142,7 +143,7 @@ class Decoder(nn.Module):
         c = self.cfg
         start = 0 if cache is None else cache.length
         pos = torch.arange(start, start + tgt_in.shape[1], device=tgt_in.device)
-        pe = sinusoid(pos, c.d_model, c.sinusoid_base, c.sinusoid_layout, c.sinusoid_freq)
+        pe = model_sinusoid(pos, c)
         x = self.drop(self.embed(tgt_in) * math.sqrt(c.d_model) + pe.to(enc.memory.dtype))
         if cache is not None and not cache.layers:
             cache.layers = [{} for _ in self.layers]
