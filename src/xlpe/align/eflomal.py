@@ -3,9 +3,9 @@
 eflomal is GPLv3 and optional: :func:`xlpe.align.eflomal_format.import_eflomal` is the one place that imports
 it, lazily, only when an alignment runs (``pip install 'xlpe[eflomal]'``). xlpe does its own tokenisation,
 vocabulary indexing and eflomal's numeric file format (:mod:`xlpe.align.eflomal_format`), streams input in
-blocks, and symmetrises in vectorised batches; priors (:mod:`xlpe.align.priors`) let a corpus too large for one job be aligned in
-consistent chunks. What eflomal gives and does not give (no seed, no per-link scores, a length limit), memory,
-and typical use: ``docs/align.md``.
+blocks, and symmetrises in vectorised batches; priors (:mod:`xlpe.align.priors`) let a corpus too large for
+one job be aligned in consistent chunks. What eflomal gives and does not give (no seed, no per-link scores, a
+length limit), memory, and typical use: ``docs/align.md``.
 
 Why this module is over 500 lines: :class:`EflomalAligner` is one job pipeline (encode the input, run eflomal,
 parse, symmetrise, write) whose steps all read the aligner's options and share its vocabularies; cut apart,

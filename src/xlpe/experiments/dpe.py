@@ -2,9 +2,9 @@
 
 1. ``data``, ``subword``; ``align`` (eflomal + grow-diag-final-and over the training pairs) where the recipe
    trains on alignments the data does not give, and ``align-test`` (train + test pairs, for the test links of
-   the probe and 2PT's oracle); ``dpe-*``: DPE targets at the subword level from word alignments (SPEC §6.2, §8.3) — the
-   built-in pair's generator alignments (``targets = "gold"``) or eflomal's (``"eflomal"``); ``preorder`` for
-   the XL PE systems of the comparison.
+   the probe and 2PT's oracle); ``dpe-*``: DPE targets at the subword level from word alignments (SPEC §6.2,
+   §8.3) — the built-in pair's generator alignments (``targets = "gold"``) or eflomal's (``"eflomal"``);
+   ``preorder`` for the XL PE systems of the comparison.
 2. ``runs``: one model per (system, seed) with the same data, budget and seeds
    (:func:`xlpe.experiments.nmt_runs.run_grid`):
 

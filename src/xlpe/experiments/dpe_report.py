@@ -97,7 +97,8 @@ def render_report(cfg, results: dict, tables: set[str]) -> str:
         for n in e.xl_systems:
             c = s.get(n, {}).get("vs_dpe", {})
             if c.get("compare_bleu"):
-                L.append(f"| {n} | {c['compare_bleu']['delta']:+.2f} | {p_cell(c['compare_bleu'])} | {c['verdict_bleu']} |")
+                L.append(f"| {n} | {c['compare_bleu']['delta']:+.2f} | {p_cell(c['compare_bleu'])} "
+                         f"| {c['verdict_bleu']} |")
     if "table2" in tables and "2pt" in s:
         r, t = s.get("2pt-reorderer", {}), s["2pt"]
         L += ["", f"## Table 2 analogue: the two-pass pipeline (unaligned words: {e.twopass_unaligned}; reorderer "

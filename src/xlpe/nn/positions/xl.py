@@ -75,7 +75,8 @@ def pe_abs(ctx: EncodingContext, cfg) -> Tensor:
 
 
 def resolve_tau(cfg, options: dict) -> int:
-    """The number of XL heads from ``tau`` / ``tau_ratio`` (module docstring); a :class:`ConfigError` if out of range."""
+    """The number of XL heads from ``tau`` / ``tau_ratio`` (module docstring); a :class:`ConfigError` if out of
+    range."""
     H = cfg.n_heads
     tau, ratio = options.get("tau"), options.get("tau_ratio", 0.25)
     if tau is None:
