@@ -1,8 +1,6 @@
 """xlpe: word-order-aware neural machine translation.
 
-Stages (one folder each) follow the data flow of DESIGN.md:
-``io`` (formats) -> ``data`` (subwords, synthetic pairs) -> ``align`` / ``reorder`` / ``syntax``
--> ``nn`` / ``train`` / ``infer`` -> ``evaluate`` -> ``experiments`` and ``cli``.
+The layers of the package and the one direction imports run between them: ``[tool.importlinter]`` in pyproject.toml.
 """
 
 __version__ = "0.1.0"

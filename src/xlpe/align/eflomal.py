@@ -1,11 +1,11 @@
 """Statistical word alignment with eflomal (Östling & Tiedemann 2016), plus symmetrisation.
 
-eflomal is GPLv3 and optional: :func:`import_eflomal` is the one place that imports it, lazily, only when an
-alignment runs (``pip install 'xlpe[eflomal]'``). xlpe does its own tokenisation, vocabulary indexing and
-eflomal's numeric file format (:mod:`xlpe.align.eflomal_format`), streams input in blocks, and symmetrises in
-vectorised batches; priors (:mod:`xlpe.align.priors`) let a corpus too large for one job be aligned in
-consistent chunks. What eflomal gives and does not give (no seed, no per-link scores, a length limit), memory,
-and typical use: ``docs/align.md``.
+eflomal is GPLv3 and optional: :func:`xlpe.align.eflomal_format.import_eflomal` is the one place that imports
+it, lazily, only when an alignment runs (``pip install 'xlpe[eflomal]'``). xlpe does its own tokenisation,
+vocabulary indexing and eflomal's numeric file format (:mod:`xlpe.align.eflomal_format`), streams input in
+blocks, and symmetrises in vectorised batches; priors (:mod:`xlpe.align.priors`) let a corpus too large for
+one job be aligned in consistent chunks. What eflomal gives and does not give (no seed, no per-link scores, a
+length limit), memory, and typical use: ``docs/align.md``.
 
 Why this module is over 500 lines: :class:`EflomalAligner` is one job pipeline (encode the input, run eflomal,
 parse, symmetrise, write) whose steps all read the aligner's options and share its vocabularies; cut apart,
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import functools
 import itertools
 import json
 import logging
@@ -36,13 +35,14 @@ from xlpe.align.symmetrize import canonical_method, csr_links, symmetrize_batch
 from xlpe.errors import ConfigError, FormatError, XlpeError
 from xlpe.io.alignments import Alignment, format_alignment
 from xlpe.io.atomic import atomic_write
-from xlpe.io.process import TAG_RE, child_dies_with_parent, owner_tag, remove_stale
+from xlpe.io.process import TAG_RE, owner_tag, remove_stale
 from xlpe.io.bitext import parse_joint_line
 from xlpe.io.text import count_lines, tokenize
 from xlpe.align import eflomal_format as fmt
 from xlpe.align.eflomal_format import (EMPTY, AlignResult, Batch, Block, Item, Out, Pair, TextWriter, Words,
-                                       eflomal_token, format_links, line_blocks, pairs_of, parse_link_lines,
-                                       rechunk, vocab_ids)
+                                       eflomal_token, format_links, import_eflomal, line_blocks, pairs_of,
+                                       parse_link_lines, rechunk, vocab_ids)
+from xlpe.align.eflomal_format import INSTALL_HINT, eflomal_available  # noqa: F401  (re-exported)
 from xlpe.align.priors import Priors, PriorIndex
 from xlpe.align.segment import segmenters
 logger = logging.getLogger(__name__)
@@ -51,51 +51,10 @@ logger = logging.getLogger(__name__)
 EFLOMAL_MAX_LEN = 1024
 #: symmetrisation methods plus the two directional alignments themselves.
 OUTPUT_METHODS = SYM_METHODS + ("forward", "reverse")
-INSTALL_HINT = "pip install 'xlpe[eflomal]' (GPLv3)"
 #: the temporary directories: ``xlpe-align-<owner tag>-<random>`` and ``xlpe-eflomal-...``.
 TMP_PATTERN = r"xlpe-(?:align|eflomal)-" + TAG_RE + r"-\w+"
 _META_SUFFIX = ".xlpe.json"
 _META_FORMAT = "xlpe.align.eflomal/1"
-
-
-
-def import_eflomal():
-    """Import eflomal lazily, with an install hint when it is missing."""
-    try:
-        import eflomal  # noqa: F401  (GPLv3, optional)
-        import eflomal.cython  # noqa: F401
-    except ImportError as e:
-        raise ConfigError(f"the eflomal aligner needs the optional package eflomal: {INSTALL_HINT} "
-                          f"[import failed: {e}]") from None
-    runner = getattr(eflomal.cython, "subprocess", None)
-    if runner is subprocess and child_dies_with_parent() is not None:
-        eflomal.cython.subprocess = _ChildDiesWithParent()
-    return eflomal
-
-
-class _ChildDiesWithParent:
-    """Stands in for :mod:`subprocess` inside ``eflomal.cython``, whose ``align`` runs the eflomal binary with
-    ``subprocess.run`` and no way to pass options: the binary then dies with the process that started it, even
-    when that one is killed by SIGKILL (otherwise it would go on at 100% CPU for nothing). Everything else is
-    :mod:`subprocess` itself."""
-
-    _SPAWN = ("run", "call", "check_call", "check_output", "Popen")
-
-    def __getattr__(self, name):
-        attr = getattr(subprocess, name)
-        if name in self._SPAWN:
-            return functools.partial(attr, preexec_fn=child_dies_with_parent())
-        return attr
-
-
-def eflomal_available() -> bool:
-    """True when the optional ``eflomal`` package can be imported."""
-    try:
-        import_eflomal()
-        return True
-    except ConfigError:
-        return False
-
 
 
 # --- the aligner ------------------------------------------------------------------------------------------

@@ -1,24 +1,71 @@
-"""eflomal's side of the alignment pipeline: tokens as eflomal sees them, the numeric text files it reads,
-the link lines it writes (parsed in vectorised batches), input read in blocks, and the result types."""
+"""eflomal's side of the alignment pipeline: the one import of the optional GPL package
+(:func:`import_eflomal`), tokens as eflomal sees them, the numeric text files it reads, the link lines it writes
+(parsed in vectorised batches), input read in blocks, and the result types."""
 
 from __future__ import annotations
 
 import itertools
 import math
+import functools
 import os
 import re
 import shutil
+import subprocess
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from xlpe.errors import FormatError, XlpeError
+from xlpe.errors import ConfigError, FormatError, XlpeError
 from xlpe.io.alignments import Alignment
+from xlpe.io.process import child_dies_with_parent
 from xlpe.io.text import open_input
 
 Words = Sequence[str]
 Pair = tuple  # (lineno or index, src words | str, tgt words | str, error | None)
+
+# --- the optional GPL package ------------------------------------------------------------------------
+
+INSTALL_HINT = "pip install 'xlpe[eflomal]' (GPLv3)"
+
+
+def import_eflomal():
+    """Import eflomal lazily, with an install hint when it is missing."""
+    try:
+        import eflomal  # noqa: F401  (GPLv3, optional)
+        import eflomal.cython  # noqa: F401
+    except ImportError as e:
+        raise ConfigError(f"the eflomal aligner needs the optional package eflomal: {INSTALL_HINT} "
+                          f"[import failed: {e}]") from None
+    runner = getattr(eflomal.cython, "subprocess", None)
+    if runner is subprocess and child_dies_with_parent() is not None:
+        eflomal.cython.subprocess = _ChildDiesWithParent()
+    return eflomal
+
+
+class _ChildDiesWithParent:
+    """Stands in for :mod:`subprocess` inside ``eflomal.cython``, whose ``align`` runs the eflomal binary with
+    ``subprocess.run`` and no way to pass options: the binary then dies with the process that started it, even
+    when that one is killed by SIGKILL (otherwise it would go on at 100% CPU for nothing). Everything else is
+    :mod:`subprocess` itself."""
+
+    _SPAWN = ("run", "call", "check_call", "check_output", "Popen")
+
+    def __getattr__(self, name):
+        attr = getattr(subprocess, name)
+        if name in self._SPAWN:
+            return functools.partial(attr, preexec_fn=child_dies_with_parent())
+        return attr
+
+
+def eflomal_available() -> bool:
+    """True when the optional ``eflomal`` package can be imported."""
+    try:
+        import_eflomal()
+        return True
+    except ConfigError:
+        return False
+
 
 # --- tokens as eflomal sees them --------------------------------------------------------------------
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import os
 
-
+from xlpe.align.eflomal_format import import_eflomal
 from xlpe.errors import FormatError
 from xlpe.io.atomic import atomic_write
 from xlpe.io.text import open_input
@@ -68,7 +68,6 @@ class Priors:
     @classmethod
     def read(cls, path: str | os.PathLike, batch: int = 200_000) -> "Priors":
         """Read an eflomal priors file with eflomal's ``read_priors``, in batches (flat memory overhead)."""
-        from xlpe.align.eflomal import import_eflomal   # the one module that imports the GPL package
         ef = import_eflomal()
         p = cls()
         start = 1
@@ -93,7 +92,6 @@ class Priors:
 
     def write(self, path: str | os.PathLike) -> None:
         """Write atomically in eflomal's format (byte-identical to one ``eflomal.write_priors`` call)."""
-        from xlpe.align.eflomal import import_eflomal   # the one module that imports the GPL package
         ef = import_eflomal()
         with atomic_write(path) as f:
             for s in sorted(self.lex):  # one call per source word keeps memory flat; order is unchanged

@@ -2,9 +2,9 @@
 
 1. ``data``, ``subword``; ``align`` (eflomal + grow-diag-final-and over the training pairs) where the recipe
    trains on alignments the data does not give, and ``align-test`` (train + test pairs, for the test links of
-   the probe and 2PT's oracle); ``dpe-*``: DPE targets at the subword level from word alignments (SPEC §6.2, §8.3) — the
-   built-in pair's generator alignments (``targets = "gold"``) or eflomal's (``"eflomal"``); ``preorder`` for
-   the XL PE systems of the comparison.
+   the probe and 2PT's oracle); ``dpe-*``: DPE targets at the subword level from word alignments (SPEC §6.2,
+   §8.3) — the built-in pair's generator alignments (``targets = "gold"``) or eflomal's (``"eflomal"``);
+   ``preorder`` for the XL PE systems of the comparison.
 2. ``runs``: one model per (system, seed) with the same data, budget and seeds
    (:func:`xlpe.experiments.nmt_runs.run_grid`):
 
@@ -38,7 +38,9 @@ from typing import Any
 
 from xlpe.errors import ConfigError
 from xlpe.evaluate.bleu import tokenized_by_design
+from xlpe.experiments.archive import checkpoint_signature
 from xlpe.experiments.cache import cached_result, file_sig, run_stage
+from xlpe.experiments.dpe_report import lambda_name, plot, render_report
 from xlpe.experiments.nmt_runs import STOPS, decode_cost_stage, measure_cost, run_grid
 from xlpe.experiments.recipe import PreorderSettings, RecipeConfig, RecipeExperiment
 from xlpe.experiments.stages import align_stage, dpe_stage, preorder_stage, read_text
@@ -111,12 +113,6 @@ class DPEConfig(RecipeConfig):
 def load_config(path: str | None, sets: list[str]) -> DPEConfig:
     """``--config`` TOML, then ``--set section.key=value`` overrides."""
     return DPEConfig.load(path, sets)
-
-
-def lambda_name(cfg: DPEConfig, lam: float) -> str:
-    """The run name of the sweep's λ: ``dpe`` itself when it is the dpe system's fixed λ."""
-    e = cfg.experiment
-    return "dpe" if lam == e.dpe_lambda and e.lambda_choice == "fixed" else f"dpe-l{lam:g}"
 
 
 def _dpe_run(cfg: DPEConfig, lam: float) -> dict:
@@ -240,7 +236,6 @@ def run_experiment(cfg: DPEConfig, out: str | os.PathLike, only: list[str] | Non
             updates=e.cost_updates, seed=e.base_seed))
     with tokenized_by_design() if cfg.data.builtin else contextlib.nullcontext():
         results["summary"] = summarise(cfg, results, p)
-    from xlpe.experiments.dpe_report import plot, render_report
     plot(results["summary"], out / "plots")
     return cfg.finish(out, render_report(cfg, results, tables), results)
 
@@ -298,7 +293,6 @@ def _probe(out: Path, runs: dict, spm: str, test_src: str, test_targets: str) ->
         if own and own.get("test") == file_sig(test_src, test_targets, spm):
             res[name] = {k: v for k, v in own.items() if k != "test"}
             continue
-        from xlpe.experiments.archive import checkpoint_signature
         from xlpe.nn.checkpoint import latest_checkpoint
         train_dir = out / "runs" / name / "train"
         sig = checkpoint_signature(train_dir)

@@ -9,6 +9,13 @@ from xlpe.experiments.summary import (claim_lines, closing_lines, dev_curve_line
                                       gold_split_lines, mean_std, p_cell)
 
 
+def lambda_name(cfg, lam: float) -> str:
+    """The run name of the λ sweep's run of ``lam`` (``cfg``: a ``DPEConfig``): ``dpe`` itself when it is the dpe
+    system's fixed λ."""
+    e = cfg.experiment
+    return "dpe" if lam == e.dpe_lambda and e.lambda_choice == "fixed" else f"dpe-l{lam:g}"
+
+
 def _row(s: dict, n: str, label: str, extra: str = "") -> tuple[str, list[str]]:
     v = s.get(n) or {}
     t = v.get("tests", {}).get("test")
@@ -67,7 +74,6 @@ def render_report(cfg, results: dict, tables: set[str]) -> str:
             rows.append(("dpe-eflomal", "+DPE, eflomal targets"))
         table("Table 3 analogue: baseline vs DPE (MSE and τ: the DPE layers' order on the test set)", rows, True)
     if "table4" in tables:
-        from xlpe.experiments.dpe import lambda_name
         table("Table 4 analogue: the weight λ of the reordering loss (λ = 0: DPE layers without supervision)",
               [(lambda_name(cfg, lam), f"λ = {lam:g}") for lam in e.lambdas], True)
     if "table5" in tables:
@@ -91,7 +97,8 @@ def render_report(cfg, results: dict, tables: set[str]) -> str:
         for n in e.xl_systems:
             c = s.get(n, {}).get("vs_dpe", {})
             if c.get("compare_bleu"):
-                L.append(f"| {n} | {c['compare_bleu']['delta']:+.2f} | {p_cell(c['compare_bleu'])} | {c['verdict_bleu']} |")
+                L.append(f"| {n} | {c['compare_bleu']['delta']:+.2f} | {p_cell(c['compare_bleu'])} "
+                         f"| {c['verdict_bleu']} |")
     if "table2" in tables and "2pt" in s:
         r, t = s.get("2pt-reorderer", {}), s["2pt"]
         L += ["", f"## Table 2 analogue: the two-pass pipeline (unaligned words: {e.twopass_unaligned}; reorderer "
@@ -114,7 +121,6 @@ def render_report(cfg, results: dict, tables: set[str]) -> str:
     if claims:
         L += ["", "## Claims", ""] + claims
     L += dev_curve_lines(s.get("baseline", {}), "the baseline (APE)")
-    from xlpe.experiments.dpe import lambda_name
     labels = {**{lambda_name(cfg, lam): f"λ = {lam:g}" for lam in e.lambdas}, "baseline": "baseline (APE)",
               "dpe": "+DPE", "dpe-eflomal": "+DPE, eflomal targets", "deeper": f"baseline +{e.dpe_layers} encoder "
               "layers", "2pt-reorderer": "2PT reorderer", "2pt": "2PT translator"}

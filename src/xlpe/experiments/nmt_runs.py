@@ -14,7 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from xlpe.errors import ConfigError
+from xlpe.experiments.archive import checkpoint_signature
+from xlpe.experiments.cache import cached_result, digest, file_sig, run_stage, run_stages
+from xlpe.experiments.reuse import maybe_adopt, output_entries, take_results
 from xlpe.experiments.stages import read_text
+from xlpe.experiments.status import log_rows
 from xlpe.io.atomic import atomic_write
 
 log = logging.getLogger("xlpe.experiments")
@@ -30,17 +34,6 @@ def _median_tokens_per_s(run_dir: Path) -> float | None:
     with open(log_file, newline="") as f:
         vals = [float(r["tokens_per_s"]) for r in csv.DictReader(f) if r.get("tokens_per_s")]
     return round(statistics.median(vals), 1) if vals else None
-
-
-def log_rows(train_dir: Path, name: str) -> list[dict]:
-    """The rows of a training log of ``xlpe train`` (``<name>.csv`` or ``<name>.jsonl``; [] if there is none)."""
-    import json
-    if (train_dir / f"{name}.csv").exists():
-        with open(train_dir / f"{name}.csv", newline="") as f:
-            return list(csv.DictReader(f))
-    if (train_dir / f"{name}.jsonl").exists():
-        return [json.loads(x) for x in (train_dir / f"{name}.jsonl").read_text().splitlines() if x.strip()]
-    return []
 
 
 def dev_curve(train_dir: Path) -> list[dict[str, float]]:
@@ -97,7 +90,6 @@ def run_system(run_dir: Path, *, pe: list[str], pe_options: dict, encoder_free: 
         probe = None
     evaluation = evaluation_signature(tests, reads, beam=beam, lenpen=lenpen, gold=gold, more_gold=more_gold,
                                       attention_layer=attention_layer, attention_merge=attention_merge, probe=probe)
-    from xlpe.experiments.reuse import maybe_adopt, take_results
     reused = maybe_adopt(run_dir / "train", mcfg, tcfg, dcfg, reuse_runs)
     if reused is None:
         taken = take_results(run_dir, mcfg, tcfg, dcfg, reuse_runs, evaluation)
@@ -158,7 +150,6 @@ def run_system(run_dir: Path, *, pe: list[str], pe_options: dict, encoder_free: 
 def channels_by_content(channels: dict | None) -> dict:
     """Channel specs (``name -> "kind:path"``) as cache keys see them: a file by its content, so a folder restored
     or moved elsewhere keeps its cached runs; a computed channel (no file) by its spec."""
-    from xlpe.experiments.cache import file_sig
     from xlpe.sources import split_spec
 
     out = {}
@@ -175,8 +166,6 @@ def evaluation_signature(tests: dict, reads: set[str], *, beam: int, lenpen: flo
     channels the model reads, by content), beam and length penalty, the gold sets its attention is scored on (by
     content) and the probe that applies to the model (its ``signature()``). Two runs with the same training and this
     signature give the same results (:func:`xlpe.experiments.reuse.take_results`)."""
-    from xlpe.experiments.cache import digest, file_sig
-
     def chans(channels: dict | None) -> dict:
         return channels_by_content(_only(channels, reads))
 
@@ -210,8 +199,6 @@ def run_grid(out: Path, systems: dict[str, dict], seeds: list[int], *, key: dict
     """
     import functools
 
-    from xlpe.experiments.cache import run_stages
-
     tasks, keys = [], []
     for seed in seeds:
         for name, ro in systems.items():
@@ -232,13 +219,6 @@ def run_grid(out: Path, systems: dict[str, dict], seeds: list[int], *, key: dict
     # each run's dev validations, read from its log (so cached runs have them too)
     return {k: {**_here(r, out / k), "dev_curve": dev_curve(out / k / "train")}
             for k, r in zip(keys, run_stages(tasks, jobs))}
-
-
-def output_entries(result: dict) -> list[dict]:
-    """The entries of a run's result that name its output files (``hyp`` of each test, ``file`` of each attention
-    alignment)."""
-    return [*result.get("tests", {}).values(), *[a for a in [result.get("attention_alignment")] if a],
-            *(result.get("attention_alignment_more") or {}).values()]
 
 
 def _here(result: dict, run_dir: Path) -> dict:
@@ -344,8 +324,6 @@ def decode_cost_stage(out: Path, names: list[str], seed: int, *, src: str, chann
     ``out/runs/<name>/seed<seed>/train``, as the cached stage ``decode-cost``; systems without a trained model
     are left out (with a warning). Models whose checkpoints an archive left out (:mod:`xlpe.experiments.archive`)
     count by their recorded signatures: their cached measurement is used, and none is made without them."""
-    from xlpe.experiments.archive import checkpoint_signature
-    from xlpe.experiments.cache import cached_result, file_sig, run_stage
     from xlpe.nn.checkpoint import latest_checkpoint
 
     cks, sigs = {}, {}

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from xlpe.experiments.cache import digest, file_sig
+from xlpe.experiments.status import log_rows
 from xlpe.train.config import PRE_OPTION_VALUES
 
 log = logging.getLogger("xlpe.experiments.reuse")
@@ -67,7 +68,6 @@ def _config_dicts(mcfg, tcfg, dcfg) -> tuple[dict, dict, dict]:
 
 def _finished(run_dir: Path, train: dict) -> bool:
     """The folder marks the run done and its training log reached the budget."""
-    from xlpe.experiments.nmt_runs import log_rows
     if not (run_dir / "done.json").exists():
         return False
     rows = log_rows(run_dir / "train", "train_log")
@@ -103,6 +103,13 @@ def find_reusable(mcfg, tcfg, dcfg, folders: list[str | os.PathLike]) -> Path | 
     return next((d for d in _same_training(mcfg, tcfg, dcfg, folders) if any(d.glob("*.pt"))), None)
 
 
+def output_entries(result: dict) -> list[dict]:
+    """The entries of a run's result that name its output files (``hyp`` of each test, ``file`` of each attention
+    alignment)."""
+    return [*result.get("tests", {}).values(), *[a for a in [result.get("attention_alignment")] if a],
+            *(result.get("attention_alignment_more") or {}).values()]
+
+
 def take_results(run_dir: Path, mcfg, tcfg, dcfg, folders: list[str | os.PathLike] | None,
                  evaluation: str) -> dict[str, Any] | None:
     """Before a run trains, when no run with checkpoints can be adopted (:func:`maybe_adopt`): a finished run in
@@ -126,7 +133,6 @@ def take_results(run_dir: Path, mcfg, tcfg, dcfg, folders: list[str | os.PathLik
                 continue
             (run_dir / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(f, run_dir / rel)
-        from xlpe.experiments.nmt_runs import output_entries
         for entry in output_entries(result):
             for k in ("hyp", "file"):
                 if entry.get(k):

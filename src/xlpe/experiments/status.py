@@ -13,6 +13,7 @@ no folder and cannot be listed: the config decides them when the recipe runs.
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 from pathlib import Path
@@ -20,10 +21,19 @@ from typing import Any
 
 from xlpe.errors import ConfigError
 from xlpe.experiments.cache import stage_running
-from xlpe.experiments.nmt_runs import log_rows
 
 #: the file in a stage restored by ``xlpe experiment restore`` that names the checkpoints its archive left out
 CHECKPOINTS_FILE = "archived_checkpoints.json"
+
+
+def log_rows(train_dir: Path, name: str) -> list[dict]:
+    """The rows of a training log of ``xlpe train`` (``<name>.csv`` or ``<name>.jsonl``; [] if there is none)."""
+    if (train_dir / f"{name}.csv").exists():
+        with open(train_dir / f"{name}.csv", newline="") as f:
+            return list(csv.DictReader(f))
+    if (train_dir / f"{name}.jsonl").exists():
+        return [json.loads(x) for x in (train_dir / f"{name}.jsonl").read_text().splitlines() if x.strip()]
+    return []
 
 
 def _train_progress(d: Path, params: dict) -> dict[str, Any]:

@@ -1,11 +1,12 @@
 """The report of ``xlpe experiment xl-pe``: per-system summaries over seeds, the Markdown tables of Ding et al.
-Tables 1, 3, 4 and Figures 3, 4, and their plots."""
+Tables 1, 3, 4 and Figures 3, 4, and their plots. ``cfg`` is the recipe's ``XLConfig``
+(:mod:`xlpe.experiments.xl_pe`, which imports this module)."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from xlpe.experiments.stages import read_text
 from xlpe.experiments.summary import (claim_lines, closing_lines, dev_curve_lines, dev_scores_lines, fmt, p_cell,
@@ -15,11 +16,8 @@ from xlpe.experiments.systems import LABELS
 #: how report headers name test sets the recipe adds itself
 TEST_LABELS = {"all-gold": "all gold (incl. dev part)"}
 
-if TYPE_CHECKING:  # pragma: no cover
-    from xlpe.experiments.xl_pe import XLConfig
 
-
-def summarise(cfg: XLConfig, results: dict, tables: set[str], tests: dict, tau0: int,
+def summarise(cfg, results: dict, tables: set[str], tests: dict, tau0: int,
               gold: list | None = None) -> dict:
     """Every system's summary over seeds, and the points of Figures 3 and 4 (``tau0``: Table 1's HeadXL τ)."""
     e, runs = cfg.experiment, results["runs"]
@@ -61,7 +59,7 @@ def _preorder_lines(results: dict) -> list[str]:
             f"(identity {pre[k + '_identity']['chunk']:.4f})" for k, label in names.items() if f"{k}_btg" in pre]
 
 
-def render_preorder_report(cfg: XLConfig, results: dict) -> str:
+def render_preorder_report(cfg, results: dict) -> str:
     """``--only preorder``: the preorderer's settings and scores, for choosing them on a dev part."""
     e, pre = cfg.experiment, results["preorder"]
     L = ["# XL PE experiment (Ding, Wang, Tao 2020): the preorder stage only", "",
@@ -76,7 +74,7 @@ def render_preorder_report(cfg: XLConfig, results: dict) -> str:
     return "\n".join(L + closing_lines(e.chosen_on)) + "\n"
 
 
-def render_report(cfg: XLConfig, results: dict, tables: set[str]) -> str:
+def render_report(cfg, results: dict, tables: set[str]) -> str:
     e, s = cfg.experiment, results["summary"]
     systems = s["systems"]
     tests = list(next((v["tests"] for v in systems.values() if v), {}).keys())
@@ -201,7 +199,7 @@ def render_report(cfg: XLConfig, results: dict, tables: set[str]) -> str:
     return "\n".join(L) + "\n"
 
 
-def plot_figures(cfg: XLConfig, summary: dict, plots: Path) -> None:
+def plot_figures(cfg, summary: dict, plots: Path) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -29,7 +29,7 @@ from pathlib import Path
 import torch
 
 from xlpe.errors import ConfigError, XlpeError
-from xlpe.nn.positions.sinusoid import sinusoid
+from xlpe.nn.positions.sinusoid import model_sinusoid
 
 FORMATS = ("ctranslate2",)
 #: CTranslate2's weight types (``--quantization``)
@@ -94,8 +94,7 @@ def ctranslate2_spec(model: torch.nn.Module, subwords):
     act = {"relu": Activation.RELU, "gelu": Activation.GELU}[cfg.activation]
     spec = transformer_spec.TransformerSpec.from_config((cfg.enc_layers, cfg.dec_layers), cfg.n_heads,
                                                        pre_norm=cfg.pre_norm, activation=act)
-    table = sinusoid(torch.arange(cfg.max_len), cfg.d_model, cfg.sinusoid_base, cfg.sinusoid_layout,
-                     cfg.sinusoid_freq).float().numpy()
+    table = model_sinusoid(torch.arange(cfg.max_len), cfg).float().numpy()
     enc, dec = model.encoder, model.decoder
     spec.encoder.embeddings[0].weight = enc.embed.weight.detach().float().numpy().copy()
     spec.encoder.scale_embeddings = True

@@ -1,6 +1,8 @@
 """Multi-head attention and the Transformer sub-layers built on it (Vaswani et al. 2017, §3.2-3.3).
 
-:class:`MultiheadAttention` takes two optional position-encoding inputs (see ``xlpe.nn.positions.base``):
+:class:`MultiheadAttention` takes two optional position-encoding inputs (hooks (c) and (b) of
+``xlpe.nn.positions.base``; their types :class:`RelativeTerms` and :class:`HeadInput` are defined here, below
+the encodings):
 
 * ``rel``: Shaw-style relative key/value terms (SPEC §2), summed over encodings (SPEC §3.3). With them, when
   the attention weights are requested, or in bf16/fp16 on CPU (SDPA's CPU kernel is several times slower there
@@ -21,7 +23,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import TYPE_CHECKING, Sequence
+from dataclasses import dataclass
+from typing import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -29,14 +32,36 @@ from torch import Tensor, nn
 
 from xlpe.errors import ConfigError
 
-if TYPE_CHECKING:  # pragma: no cover  (no runtime import: position encodings may import this module)
-    from xlpe.nn.positions.base import HeadInput, RelativeTerms
-    from xlpe.nn.config import TransformerConfig
-
 
 #: decoding steps (one query row at inference) use SDPA too; False = the explicit product q·kᵀ, softmax, ·v
 #: (benchmarks/bench_decode_attention.py compares the two in one run; both give the same hypotheses)
 SDPA_FOR_ONE_QUERY = True
+
+
+@dataclass
+class HeadInput:
+    """Hook (b) of a position encoding: heads ``heads`` of one layer's self-attention read ``x`` for Q, K and V.
+
+    ``x`` is used as is (``(B, T, d)``, the plugin applies any dropout itself); the residual stream keeps the
+    layer's normal input. ``heads`` is a bool tensor ``(H,)``.
+    """
+
+    x: Tensor
+    heads: Tensor
+
+
+@dataclass
+class RelativeTerms:
+    """Hook (c) of a position encoding: relative key/value terms ``a^K_ij = table_k[index[.., i, j]]`` (and
+    ``a^V`` likewise).
+
+    ``index`` is ``(T, T)`` (the same for every sentence, Shaw) or ``(B, T, T)`` (per sentence, structural),
+    with values in ``[0, R)``; ``table_k``/``table_v`` are ``(R, d_k)``, shared by all heads, or None.
+    """
+
+    index: Tensor
+    table_k: Tensor | None
+    table_v: Tensor | None
 
 
 def relative_scores(q: Tensor, rel: Sequence[RelativeTerms]) -> Tensor | None:
@@ -316,7 +341,7 @@ class EncoderLayer(nn.Module):
     """Self-attention + feed-forward, each with residual and LayerNorm: post-norm ``LN(x + sublayer(x))``
     (Vaswani, default) or pre-norm ``x + sublayer(LN(x))`` (``cfg.pre_norm``)."""
 
-    def __init__(self, cfg: "TransformerConfig"):
+    def __init__(self, cfg):
         super().__init__()
         self.pre_norm = cfg.pre_norm
         self.self_attn = MultiheadAttention(cfg.d_model, cfg.n_heads, cfg.attn_dropout, cfg.init)
@@ -339,7 +364,7 @@ class EncoderLayer(nn.Module):
 class DecoderLayer(nn.Module):
     """Causal self-attention, encoder-decoder attention, feed-forward (Vaswani §3.1), post- or pre-norm."""
 
-    def __init__(self, cfg: "TransformerConfig"):
+    def __init__(self, cfg):
         super().__init__()
         self.pre_norm = cfg.pre_norm
         self.self_attn = MultiheadAttention(cfg.d_model, cfg.n_heads, cfg.attn_dropout, cfg.init)

@@ -1,10 +1,10 @@
 """The encoder-decoder Transformer (Vaswani et al. 2017) with pluggable source position encodings.
 
 Read top to bottom (the config is in ``xlpe.nn.config``): the encoder (embeddings, position encodings,
-layers), the decoder (embeddings, sinusoidal PE, causal layers, output projection), the model. Source position encodings are plugins from
-``xlpe.nn.positions`` chosen by ``cfg.pe`` (DESIGN.md "position channels"); the decoder is the unchanged
-Transformer (SPEC §0). ``encoder_free=True`` is Ding et al.'s context-free model: the decoder attends directly to
-``dropout(sqrt(d) E[x] + source PE)`` (SPEC §4.7).
+layers), the decoder (embeddings, sinusoidal PE, causal layers, output projection), the model. Source position
+encodings are plugins from ``xlpe.nn.positions`` chosen by ``cfg.pe`` (DESIGN.md "position channels"); the
+decoder is the unchanged Transformer (SPEC §0). ``encoder_free=True`` is Ding et al.'s context-free model: the
+decoder attends directly to ``dropout(sqrt(d) E[x] + source PE)`` (SPEC §4.7).
 
     cfg = TransformerConfig.from_preset("tiny", src_vocab_size=100, pe=["ape", "rpe"])
     model = build_model(cfg)
@@ -25,8 +25,10 @@ from torch import Tensor, nn
 
 from xlpe.errors import ConfigError
 from xlpe.nn.attention import DecoderLayer, Dropout, EncoderLayer
-from xlpe.nn.config import PRESETS, TransformerConfig  # noqa: F401  (re-exported: one import for the model and its config)
-from xlpe.nn.positions import EncodingContext, HeadInput, build_encodings, sinusoid
+# PRESETS is re-exported: one import for the model and its config
+from xlpe.nn.config import PRESETS, TransformerConfig  # noqa: F401
+from xlpe.nn.positions import EncodingContext, HeadInput, build_encodings
+from xlpe.nn.positions.sinusoid import model_sinusoid
 
 
 @dataclass
@@ -142,7 +144,7 @@ class Decoder(nn.Module):
         c = self.cfg
         start = 0 if cache is None else cache.length
         pos = torch.arange(start, start + tgt_in.shape[1], device=tgt_in.device)
-        pe = sinusoid(pos, c.d_model, c.sinusoid_base, c.sinusoid_layout, c.sinusoid_freq)
+        pe = model_sinusoid(pos, c)
         x = self.drop(self.embed(tgt_in) * math.sqrt(c.d_model) + pe.to(enc.memory.dtype))
         if cache is not None and not cache.layers:
             cache.layers = [{} for _ in self.layers]

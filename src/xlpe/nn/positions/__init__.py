@@ -6,23 +6,20 @@ it here and add one line to :data:`ENCODINGS`. ``TransformerConfig.pe`` then acc
 read the mapping (build, check, the channels and auxiliary losses of a config) live beside it, here.
 """
 
-from xlpe.nn.positions.ape import SinusoidalPositionEncoding
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import Mapping, Sequence
 
 from torch import nn
 
 from xlpe.errors import ConfigError
-from xlpe.nn.positions.dpe import DynamicPositionEncoding
+from xlpe.nn.positions.ape import SinusoidalPositionEncoding
 from xlpe.nn.positions.base import EncodingContext, HeadInput, NoPositionEncoding, PositionEncoding, RelativeTerms
+from xlpe.nn.positions.dpe import DynamicPositionEncoding
 from xlpe.nn.positions.learned import LearnedPositionEncoding
 from xlpe.nn.positions.rpe import ShawRelativePositionEncoding, relative_index
 from xlpe.nn.positions.sinusoid import sinusoid
 from xlpe.nn.positions.structural import StructuralAbsoluteEncoding, StructuralRelativeEncoding
 from xlpe.nn.positions.xl import (CombinationPositionEncoding, HeadXLPositionEncoding, InXLPositionEncoding,
                                   XLPositionEncoding)
-
-if TYPE_CHECKING:  # pragma: no cover
-    from xlpe.nn.config import TransformerConfig
 
 #: The one name -> class mapping (no decorators, no registry): ``cfg.pe`` names index it.
 ENCODINGS: dict[str, type[PositionEncoding]] = {
@@ -39,13 +36,14 @@ ENCODINGS: dict[str, type[PositionEncoding]] = {
     "dpe": DynamicPositionEncoding,
 }
 
-def build_encodings(cfg: "TransformerConfig") -> nn.ModuleList:
+
+def build_encodings(cfg) -> nn.ModuleList:
     """Build the source position encodings named in ``cfg.pe``, in order (after :func:`check_encodings`)."""
     check_encodings(cfg)
     return nn.ModuleList(ENCODINGS[n](cfg) for n in cfg.pe if n != "none")
 
 
-def required_inputs(cfg: "TransformerConfig") -> set[str]:
+def required_inputs(cfg) -> set[str]:
     """The channels the encodings of ``cfg`` read in training and at inference (``seq`` excepted: it
     defaults to ``0..T-1``)."""
     return inputs_of(cfg.pe)
@@ -56,12 +54,12 @@ def inputs_of(encodings: Sequence[str]) -> set[str]:
     return {ch for n in encodings for ch in ENCODINGS[n].inputs}
 
 
-def required_targets(cfg: "TransformerConfig") -> set[str]:
+def required_targets(cfg) -> set[str]:
     """The channels the encodings of ``cfg`` read only in training (supervision targets)."""
     return {ch for n in cfg.pe for ch in ENCODINGS[n].targets}
 
 
-def aux_loss_weights(cfg: "TransformerConfig", overrides: Mapping[str, float] | None = None) -> dict[str, float]:
+def aux_loss_weights(cfg, overrides: Mapping[str, float] | None = None) -> dict[str, float]:
     """The weight of every auxiliary loss the encodings of ``cfg`` declare, ``overrides`` applied; an
     override of a loss that no selected encoding returns is a :class:`ConfigError` (never silently unused)."""
     weights = {k: float(w) for n in cfg.pe for k, w in ENCODINGS[n].aux_losses.items()}
@@ -72,7 +70,7 @@ def aux_loss_weights(cfg: "TransformerConfig", overrides: Mapping[str, float] | 
     return {**weights, **{k: float(v) for k, v in (overrides or {}).items()}}
 
 
-def check_encodings(cfg: "TransformerConfig") -> None:
+def check_encodings(cfg) -> None:
     """Raise :class:`ConfigError` for what cannot work in ``cfg.pe`` / ``cfg.pe_options``.
 
     That is: unknown names (the message lists the valid ones), duplicates, ``none`` combined with others,

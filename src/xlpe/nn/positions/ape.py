@@ -5,7 +5,7 @@ from __future__ import annotations
 from torch import Tensor
 
 from xlpe.nn.positions.base import EncodingContext, PositionEncoding
-from xlpe.nn.positions.sinusoid import sinusoid
+from xlpe.nn.positions.sinusoid import model_sinusoid
 
 
 class SinusoidalPositionEncoding(PositionEncoding):
@@ -20,5 +20,4 @@ class SinusoidalPositionEncoding(PositionEncoding):
     name = "ape"
 
     def input_term(self, ctx: EncodingContext) -> Tensor:
-        c = self.cfg
-        return sinusoid(ctx.seq(), c.d_model, c.sinusoid_base, c.sinusoid_layout, c.sinusoid_freq).to(ctx.emb.dtype)
+        return model_sinusoid(ctx.seq(), self.cfg).to(ctx.emb.dtype)

@@ -18,21 +18,23 @@ DESIGN.md "position channels": a batch carries integer *channels* (``seq``, ``xl
 Each hook receives an :class:`EncodingContext`. New encodings are new files in this folder plus one line in the
 name -> class mapping ``ENCODINGS`` of ``xlpe/nn/positions/__init__.py``; the Transformer never changes. The
 channels an encoding reads are declared as ``inputs`` (needed at inference too) or ``targets`` (training only).
+
+Hooks (b) and (c) return a :class:`HeadInput` and :class:`RelativeTerms`, the inputs the attention reads: they are
+defined in ``xlpe.nn.attention`` (which encodings with layers of their own import) and importable from here.
+Encodings (and the layers of ``xlpe.nn.attention``) receive the model's ``TransformerConfig`` as ``cfg`` without
+importing it: ``xlpe.nn.config`` checks ``pe`` against ``ENCODINGS``, so it is built on top of the encodings.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
 
 from xlpe.errors import ConfigError
-
-if TYPE_CHECKING:  # pragma: no cover
-    from xlpe.nn.config import TransformerConfig
-
+from xlpe.nn.attention import HeadInput, RelativeTerms
 
 
 @dataclass
@@ -81,31 +83,6 @@ class EncodingContext:
         return torch.arange(T, device=self.tokens.device).expand(B, T)
 
 
-@dataclass
-class HeadInput:
-    """Hook (b): heads ``heads`` of one layer's self-attention read ``x`` for Q, K and V.
-
-    ``x`` is used as is (``(B, T, d)``, the plugin applies any dropout itself); the residual stream keeps the
-    layer's normal input. ``heads`` is a bool tensor ``(H,)``.
-    """
-
-    x: Tensor
-    heads: Tensor
-
-
-@dataclass
-class RelativeTerms:
-    """Hook (c): relative key/value terms ``a^K_ij = table_k[index[.., i, j]]`` (and ``a^V`` likewise).
-
-    ``index`` is ``(T, T)`` (the same for every sentence, Shaw) or ``(B, T, T)`` (per sentence, structural),
-    with values in ``[0, R)``; ``table_k``/``table_v`` are ``(R, d_k)``, shared by all heads, or None.
-    """
-
-    index: Tensor
-    table_k: Tensor | None
-    table_v: Tensor | None
-
-
 class PositionEncoding(nn.Module):
     """Base class of source position encodings: override any of the hooks, leave the rest.
 
@@ -135,10 +112,10 @@ class PositionEncoding(nn.Module):
     aux_losses: ClassVar[dict[str, float]] = {}
 
     @classmethod
-    def check(cls, cfg: "TransformerConfig") -> None:
+    def check(cls, cfg) -> None:
         """Raise :class:`ConfigError` if ``cfg`` cannot work with this encoding (called when a config is made)."""
 
-    def __init__(self, cfg: "TransformerConfig"):
+    def __init__(self, cfg):
         super().__init__()
         self.cfg = cfg
 

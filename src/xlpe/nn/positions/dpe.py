@@ -22,7 +22,7 @@ from torch import Tensor, nn
 from xlpe.errors import ConfigError
 from xlpe.nn.attention import Dropout, EncoderLayer
 from xlpe.nn.positions.base import EncodingContext, PositionEncoding
-from xlpe.nn.positions.sinusoid import sinusoid
+from xlpe.nn.positions.sinusoid import model_sinusoid
 
 #: input-level encodings that DPE replaces
 EXCLUSIVE = ("ape", "learned", "xl", "inxl", "headxl", "combination", "struct_abs")
@@ -74,11 +74,6 @@ class DynamicPositionEncoding(PositionEncoding):
             else:                                                  # no aligned token: a zero that keeps the graph
                 ctx.aux["loss_dpe"] = z.sum() * 0.0
         return z
-
-
-def model_sinusoid(pos: Tensor, cfg) -> Tensor:
-    """``PE(pos)``: the rows of the model's own sinusoid table (its base, layout and frequencies; SPEC §6.3)."""
-    return sinusoid(pos, cfg.d_model, cfg.sinusoid_base, cfg.sinusoid_layout, cfg.sinusoid_freq)
 
 
 def decode_positions(z: Tensor, cfg, max_len: int) -> Tensor:

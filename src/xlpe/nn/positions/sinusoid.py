@@ -1,8 +1,9 @@
 """The one sinusoid function every sinusoidal encoding uses (SPEC §0.1).
 
-APE (Vaswani et al. 2017), XL PE (Ding et al. 2020, Eq. 6), absolute structural PE (Wang et al. 2019, §3.2)
-and the DPE regression targets (Zheng et al., SPEC §6.3) all call :func:`sinusoid` on different integer
-position channels, so it takes arbitrary (int or float) positions rather than walking a precomputed table.
+APE (Vaswani et al. 2017), XL PE (Ding et al. 2020, Eq. 6), absolute structural PE (Wang et al. 2019, §3.2),
+the DPE regression targets (Zheng et al., SPEC §6.3) and the decoder all call :func:`model_sinusoid` (the
+model's settings) on different integer position channels, so :func:`sinusoid` takes arbitrary (int or float)
+positions rather than walking a precomputed table.
 """
 
 from __future__ import annotations
@@ -74,3 +75,9 @@ def sinusoid(pos: Tensor, d: int, base: float = 1e4, layout: str = "interleave",
     if d % 2:
         out = torch.nn.functional.pad(out, (0, 1))
     return out.to(dtype)
+
+
+def model_sinusoid(pos: Tensor, cfg) -> Tensor:
+    """``PE(pos)``: :func:`sinusoid` with the model's own width, base, layout and frequencies (``cfg``: a
+    ``TransformerConfig``, or anything with ``d_model`` and the ``sinusoid_*`` fields)."""
+    return sinusoid(pos, cfg.d_model, cfg.sinusoid_base, cfg.sinusoid_layout, cfg.sinusoid_freq)

@@ -30,7 +30,8 @@ from torch import Tensor, nn
 
 from xlpe.errors import ConfigError
 from xlpe.nn.positions.base import EncodingContext, PositionEncoding, RelativeTerms
-from xlpe.nn.positions.sinusoid import sinusoid
+from xlpe.nn.positions.sinusoid import model_sinusoid
+from xlpe.syntax.trees import tree_relative
 
 FUSIONS = ("tanh_linear", "add")
 SIGNS = ("key_minus_query", "query_minus_key")
@@ -61,8 +62,7 @@ class StructuralAbsoluteEncoding(PositionEncoding):
             raise ConfigError(f"struct_fusion must be one of {', '.join(FUSIONS)}, not {fusion!r}")
 
     def _sinusoid(self, pos: Tensor, ctx: EncodingContext) -> Tensor:
-        c = self.cfg
-        return sinusoid(pos, c.d_model, c.sinusoid_base, c.sinusoid_layout, c.sinusoid_freq).to(ctx.emb.dtype)
+        return model_sinusoid(pos, self.cfg).to(ctx.emb.dtype)
 
     def input_term(self, ctx: EncodingContext) -> Tensor:
         pe_stru = self._sinusoid(ctx.channel("depth", who=self.name), ctx)
@@ -105,7 +105,6 @@ class StructuralRelativeEncoding(PositionEncoding):
     def relative(self, ctx: EncodingContext, layer: int) -> RelativeTerms:
         index = ctx.cache.get(self.name)
         if index is None:
-            from xlpe.syntax.trees import tree_relative
             rel = tree_relative(ctx.channel("depth", who=self.name), ctx.channel("tree_word", who=self.name),
                                 ctx.channel("tree_head", who=self.name), ctx.pad_mask, k=self.k,
                                 sign=self.option("struct_rel_sign"))

@@ -50,37 +50,33 @@ Verified in ``tests/test_nn_xl.py``:
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
-
 import torch
 from torch import Tensor, nn
 
 from xlpe.errors import ConfigError
 from xlpe.nn.attention import Dropout
 from xlpe.nn.positions.base import EncodingContext, HeadInput, PositionEncoding
-from xlpe.nn.positions.sinusoid import sinusoid
-
-if TYPE_CHECKING:  # pragma: no cover
-    from xlpe.nn.config import TransformerConfig
+from xlpe.nn.positions.sinusoid import model_sinusoid
 
 FUSION_PARAMS = ("full", "diag")
 #: the encodings that put an absolute term at the input, which HeadXL's APE heads read
 _ABS_BASES = ("ape",)
 
 
-def pe_xl(ctx: EncodingContext, cfg: "TransformerConfig", who: str) -> Tensor:
+def pe_xl(ctx: EncodingContext, cfg, who: str) -> Tensor:
     """``PE_XL = sinusoid(pos_XL)`` ``(B, T, d)`` from the batch's ``xl`` channel (SPEC §4.2)."""
     pos = ctx.channel("xl", who=who)
-    return sinusoid(pos, cfg.d_model, cfg.sinusoid_base, cfg.sinusoid_layout, cfg.sinusoid_freq).to(ctx.emb.dtype)
+    return model_sinusoid(pos, cfg).to(ctx.emb.dtype)
 
 
-def pe_abs(ctx: EncodingContext, cfg: "TransformerConfig") -> Tensor:
+def pe_abs(ctx: EncodingContext, cfg) -> Tensor:
     """``PE_abs = sinusoid(seq)`` ``(B, T, d)`` (SPEC §1)."""
-    return sinusoid(ctx.seq(), cfg.d_model, cfg.sinusoid_base, cfg.sinusoid_layout, cfg.sinusoid_freq).to(ctx.emb.dtype)
+    return model_sinusoid(ctx.seq(), cfg).to(ctx.emb.dtype)
 
 
-def resolve_tau(cfg: "TransformerConfig", options: dict) -> int:
-    """The number of XL heads from ``tau`` / ``tau_ratio`` (module docstring); a :class:`ConfigError` if out of range."""
+def resolve_tau(cfg, options: dict) -> int:
+    """The number of XL heads from ``tau`` / ``tau_ratio`` (module docstring); a :class:`ConfigError` if out of
+    range."""
     H = cfg.n_heads
     tau, ratio = options.get("tau"), options.get("tau_ratio", 0.25)
     if tau is None:
