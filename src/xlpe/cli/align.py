@@ -8,7 +8,7 @@ import sys
 
 from xlpe.align.eflomal import OUTPUT_METHODS, EflomalAligner
 from xlpe.align.symmetrize import METHODS as SYM_METHODS
-from xlpe.cli import flag_message
+from xlpe.cli.flags import flag_message
 from xlpe.errors import ConfigError, XlpeError
 from xlpe.io.atomic import check_outputs
 
