@@ -276,3 +276,19 @@ def test_a_source_object_fills_the_channels_the_model_reads():
         channel_specs([Counting()], reads={"xl"})
     with pytest.raises(ConfigError, match="give it by name"):
         channel_specs([IterableSource([[1]])])
+
+
+def test_training_signature_ignores_the_data_keys_that_give_no_channel(toy):
+    """A run.json written before train_sources / dev_sources holds train_orders, train_trees, ... at their empty
+    values: the same training as a DataConfig now, for ``experiment.reuse_runs``."""
+    import json
+
+    from xlpe.experiments.reuse import training_signature
+    from xlpe.train import DataConfig
+    data = DataConfig(train_src=str(toy["src"]), train_tgt=str(toy["tgt"]), subword_model=str(toy["spm"]),
+                      train_channels={"xl": f"orders:{toy['src']}"})
+    now = json.loads(json.dumps(data.to_dict()))
+    before = {k: v for k, v in now.items() if k not in ("train_sources", "dev_sources")}
+    before.update(train_orders=None, dev_orders=None, orders_level="word", train_trees=None, dev_trees=None)
+    assert training_signature({}, {}, before) == training_signature({}, {}, now)
+    assert training_signature({}, {}, {**before, "train_trees": str(toy["src"])}) != training_signature({}, {}, now)

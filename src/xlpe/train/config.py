@@ -207,3 +207,8 @@ RESUME_FIXED = ("seed", "lr", "betas", "adam_eps", "weight_decay", "adam", "sche
 
 #: what a run did before an option existed: a checkpoint or run.json without the key ran with this value
 PRE_OPTION_VALUES = {"adam": "for-loop", "bucket_ties": False}
+
+#: data keys that, at these values, give no channel: the sources when empty, and the orders / trees options that
+#: a run.json written before train_sources and dev_sources holds (what decides a training leaves them out)
+NEUTRAL_DATA_VALUES = {"train_sources": [], "dev_sources": [], "train_orders": None, "dev_orders": None,
+                       "orders_level": "word", "train_trees": None, "dev_trees": None}
