@@ -11,7 +11,7 @@ import torch
 from _nmt_toy import tiny_model_config, toy  # noqa: F401  (toy is a fixture)
 from xlpe.errors import ConfigError, FormatError
 from xlpe.evaluate.aer import corpus_aer
-from xlpe.infer.attention_align import align_from_model, hard_alignment, word_attention
+from xlpe.infer.attention_align import GoldFile, align_from_model, hard_alignment, word_attention
 from xlpe.io.alignments import Alignment, read_alignments
 
 
@@ -187,13 +187,13 @@ def test_bad_inputs_name_file_and_line(checkpoint, tmp_path, capsys):
     assert not out.exists()
     tgt.write_text("v2 v1\nv3\nv5 v4\n")
     with pytest.raises(ConfigError, match="gold_base"):
-        align_from_model_files(checkpoint, src, tgt, out, gold=tgt)
+        align_from_model_files(checkpoint, src, tgt, out, gold=GoldFile(tgt, None))
     with pytest.raises(ConfigError, match="layer=-3 but the model has 2 decoder"):
         align_from_model(checkpoint, _lines(src), _lines(tgt), layer=-3)
     gold = tmp_path / "gold.talp"
     gold.write_text("1-2 2-1\n1-1\n1-3\n")                              # line 3: target index 3 > 2 words
     with pytest.raises(FormatError, match=r"gold\.talp:3"):
-        align_from_model_files(checkpoint, src, tgt, out, gold=gold, gold_base=1)
+        align_from_model_files(checkpoint, src, tgt, out, gold=GoldFile(gold, 1))
 
 
 def test_xl_model_reads_orders_and_errors_name_the_order_file(toy, tmp_path):
@@ -218,12 +218,13 @@ def test_xl_model_reads_orders_and_errors_name_the_order_file(toy, tmp_path):
     words.write_text("".join(" ".join(map(str, range(len(s.split())))) + "\n" for s in src_lines))
     pieces = tmp_path / "id.sworder"
     pieces.write_text("".join(" ".join(map(str, range(len(sw.encode(s).ids)))) + "\n" for s in src_lines))
-    assert align_from_model_files(ck, src, tgt, out, orders=words, chunk_size=5)["sentences"] == len(src_lines)
+    assert align_from_model_files(ck, src, tgt, out, sources=[f"orders:{words}"], chunk_size=5)["sentences"] == len(
+        src_lines)
     by_words = _lines(out)
-    align_from_model_files(ck, src, tgt, out, orders=pieces, orders_level="subword", chunk_size=5)
+    align_from_model_files(ck, src, tgt, out, sources=[f"subword-orders:{pieces}"], chunk_size=5)
     assert _lines(out) == by_words
     short = tmp_path / "short.order"
     short.write_text("".join(words.read_text().splitlines(keepends=True)[:7]))
     with pytest.raises(FormatError, match=r"short\.order:8"):
-        align_from_model_files(ck, src, tgt, tmp_path / "o2.align", orders=short, chunk_size=5)
+        align_from_model_files(ck, src, tgt, tmp_path / "o2.align", sources=[f"orders:{short}"], chunk_size=5)
     assert not (tmp_path / "o2.align").exists()

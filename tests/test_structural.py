@@ -83,8 +83,8 @@ def test_structural_model_trains_with_trees_and_translates_with_trees(tree_data,
     from xlpe.nn.checkpoint import load_model
     model, _, sw = load_model(ckpt)
     lines = (d / "test.src").read_text().splitlines()
-    specs = {c: f"conllu:{d / 'test.conllu'}" for c in ("depth", "tree_word", "tree_head")}
-    assert translate_lines(model, sw, lines, beam=2, channels=specs) == hyp.read_text().splitlines()
+    trees = f"conllu:{d / 'test.conllu'}"
+    assert translate_lines(model, sw, lines, beam=2, sources=[trees]) == hyp.read_text().splitlines()
     capsys.readouterr()
     # without trees: a clear error before any work
     assert main(["translate", "--checkpoint", str(ckpt), "--input", str(d / "test.src"), "--output",
@@ -104,11 +104,11 @@ def test_struct_rel_index_is_the_clipped_tree_relative_position(tree_data):
     from xlpe.data.subword import SubwordModel
     from xlpe.io.conllu import read_conllu
     from xlpe.nn.positions import EncodingContext
-    from xlpe.sources import open_sources, tree_specs
+    from xlpe.sources import open_sources
     from xlpe.syntax.trees import relative_positions
     d = tree_data
     sw = SubwordModel.load(d / "spm.model")
-    data = ParallelData.from_files(d / "test.src", None, sw, channels=open_sources(tree_specs(d / "test.conllu")))
+    data = ParallelData.from_files(d / "test.src", None, sw, channels=open_sources([f"conllu:{d / 'test.conllu'}"]))
     b = collate([data[i] for i in range(len(data))])
     m = build_model(cfg(["ape", "struct_rel"], src_vocab_size=sw.vocab_size, pe_options={"struct_k": 3}))
     ctx = EncodingContext(b.src, torch.zeros(*b.src.shape, 32), b.src.eq(0), b.channels)

@@ -9,7 +9,7 @@ import pytest
 
 from _nmt_toy import quick_train_config, tiny_model_config, toy  # noqa: F401  (toy is a fixture)
 from xlpe.errors import FormatError
-from xlpe.infer.translate import translate_file, translate_lines
+from xlpe.infer.translate import Decoding, translate_file, translate_lines
 from xlpe.nn.checkpoint import load_model
 from xlpe.train import DataConfig, train
 
@@ -43,10 +43,10 @@ def test_translate_file_streams_in_chunks(trained, tmp_path, monkeypatch):
     expect = translate_lines(model, sw, LINES, beam=2)
     inp, out = tmp_path / "in.txt", tmp_path / "out.txt"
     inp.write_text("\n".join(LINES) + "\n", encoding="utf-8")
-    assert translate_file(trained, inp, out, beam=2, chunk_size=5, batch_size=2) == len(LINES)
+    assert translate_file(trained, inp, out, decoding=Decoding(beam=2, batch_size=2), chunk_size=5) == len(LINES)
     assert out.read_text(encoding="utf-8").split("\n")[:-1] == expect
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(inp.read_bytes())))
-    assert translate_file(trained, "-", tmp_path / "out2.txt", beam=2, chunk_size=4) == len(LINES)
+    assert translate_file(trained, "-", tmp_path / "out2.txt", decoding=Decoding(beam=2), chunk_size=4) == len(LINES)
     assert (tmp_path / "out2.txt").read_text(encoding="utf-8").split("\n")[:-1] == expect
 
 

@@ -11,7 +11,7 @@ from xlpe.data.channels import file_source
 from xlpe.reorder.noise import NoisySource
 from xlpe.data.subword import SubwordModel
 from xlpe.errors import ConfigError, FormatError
-from xlpe.infer.translate import translate_file
+from xlpe.infer.translate import Decoding, translate_file
 from xlpe.reorder.btg import BTGConfig, BTGPreorderer
 from xlpe.reorder.oracle import lader_ranks, order_from_ranks
 from xlpe.train import DataConfig, train
@@ -33,7 +33,7 @@ def xl_run(toy, tmp_path_factory):
     orders = d / "train.order"
     orders.write_text("".join(" ".join(map(str, order_from_ranks(r))) + "\n" for r in ranks))
     data = DataConfig(train_src=str(toy["src"]), train_tgt=str(toy["tgt"]), subword_model=str(toy["spm"]),
-                      train_orders=str(orders))
+                      train_sources=[f"orders:{orders}"])
     res = train(tiny_model_config(pe=XL, pe_options={"tau": 1}), quick_train_config(d / "model", max_updates=6), data)
     pre = BTGPreorderer(BTGConfig(learner="perceptron"))
     pre.train(sents, ranks, iterations=2, progress=False)
@@ -47,10 +47,11 @@ def test_oracle_trained_model_translates_with_a_preorderer_alone(xl_run, toy, tm
     lines = ["w1 w2 w3", "", "w4 w5 w6 w7 w8", "w9"]
     inp.write_text("\n".join(lines) + "\n")
     out_fly, out_file = tmp_path / "fly.txt", tmp_path / "file.txt"
-    assert translate_file(xl_run["ckpt"], inp, out_fly, beam=2, preorderer=xl_run["btg"]) == 4
+    assert translate_file(xl_run["ckpt"], inp, out_fly, decoding=Decoding(beam=2),
+                          sources=[f"preorderer:{xl_run['btg']}"]) == 4
     predicted = tmp_path / "in.order"
     predicted.write_text("".join(l + "\n" for l in xl_run["pre"].apply(lines)))
-    translate_file(xl_run["ckpt"], inp, out_file, beam=2, orders=predicted)
+    translate_file(xl_run["ckpt"], inp, out_file, decoding=Decoding(beam=2), sources=[f"orders:{predicted}"])
     assert out_fly.read_text() == out_file.read_text()
     assert len(out_fly.read_text().split("\n")) == 5 and out_fly.read_text().split("\n")[1] == ""
 
@@ -134,7 +135,7 @@ def test_builtin_pair_oracle_training_then_source_only_translation(tmp_path):
     spm = tmp_path / "spm.model"
     train_subwords([d / "train.src", d / "train.tgt"], spm, vocab_size=400)
     data = DataConfig(train_src=str(d / "train.src"), train_tgt=str(d / "train.tgt"), subword_model=str(spm),
-                      train_orders=str(d / "train.order"))
+                      train_sources=[f"orders:{d / 'train.order'}"])
     res = train(tiny_model_config(pe=["ape", "combination"], pe_options={"tau": 1}, max_len=128),
                 quick_train_config(tmp_path / "m", max_updates=4), data)
     src = list(read_sentences(d / "train.src"))

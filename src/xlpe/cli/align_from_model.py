@@ -8,8 +8,9 @@ import logging
 
 import torch
 
+from xlpe.cli.shortcuts import add_shortcut_arguments, sources_from_args
 from xlpe.config import parse_pairs
-from xlpe.infer.attention_align import MERGES, align_from_model_files
+from xlpe.infer.attention_align import MERGES, GoldFile, Heatmaps, align_from_model_files
 
 log = logging.getLogger("xlpe.align_from_model")
 
@@ -31,14 +32,7 @@ def add_cli_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--merge", choices=MERGES, default="any",
                    help="subword -> word rule: 'any' (words linked if any subword pair is) or 'attn_merge' "
                         "(sum attention over source subwords, mean over target subwords, then argmax)")
-    p.add_argument("--orders", default=None,
-                   help="lader order lines for the source -> channel 'xl' (XL-PE models)")
-    p.add_argument("--orders-level", default="word", choices=("word", "subword"),
-                   help="whether --orders index words (expanded to subwords) or subwords")
-    p.add_argument("--preorderer", default=None,
-                   help="BTG preorderer directory: predict the source's orders on the fly (XL-PE models)")
-    p.add_argument("--trees", default=None,
-                   help="dependency trees of the input, CoNLL-U (from `xlpe parse`), for structural-PE models")
+    add_shortcut_arguments(p, "the source")
     p.add_argument("--channel", action="append", default=[], metavar="NAME=[KIND:]PATH",
                    help="a channel source of the source side (repeatable; see xlpe.sources)")
     p.add_argument("--heatmaps", default=None, help="folder for PNG heat maps of the attention (optional)")
@@ -57,14 +51,12 @@ def cli_main(args: argparse.Namespace) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     channels = parse_pairs(args.channel, "--channel")
-    s = align_from_model_files(args.checkpoint, args.src, args.tgt, args.out, gold=args.gold,
-                               gold_base=args.gold_base, gold_reverse=args.gold_reverse, layer=args.layer,
-                               merge=args.merge, orders=args.orders, orders_level=args.orders_level,
-                               preorderer=args.preorderer, trees=args.trees,
-                               channels=channels, heatmaps=args.heatmaps,
-                               heatmap_count=args.heatmap_count, heatmap_level=args.heatmap_level,
-                               report=args.report, batch_size=args.batch_size, max_tokens=args.max_tokens,
-                               chunk_size=args.chunk_size, device=args.device)
+    gold = GoldFile(args.gold, args.gold_base, args.gold_reverse) if args.gold is not None else None
+    heatmaps = Heatmaps(args.heatmaps, args.heatmap_count, args.heatmap_level) if args.heatmaps is not None else None
+    s = align_from_model_files(args.checkpoint, args.src, args.tgt, args.out, gold=gold, layer=args.layer,
+                               merge=args.merge, sources=sources_from_args(args), channels=channels,
+                               heatmaps=heatmaps, report=args.report, batch_size=args.batch_size,
+                               max_tokens=args.max_tokens, chunk_size=args.chunk_size, device=args.device)
     log.info("aligned %d sentence pairs -> %s", s["sentences"], s["out"])
     if s["aer"] is not None:
         a = s["aer"]

@@ -9,6 +9,7 @@ import json
 import os
 from typing import Any
 
+from xlpe.cli.shortcuts import add_split_shortcut_arguments, data_with_shortcuts
 from xlpe.config import add_config_arguments, add_dataclass_arguments, build, merge_sources
 from xlpe.errors import ConfigError
 from xlpe.nn.config import PRESETS, TransformerConfig
@@ -22,7 +23,9 @@ MODEL_SKIP = {"src_vocab_size", "tgt_vocab_size", "pad_id", "unk_id", "bos_id", 
 
 def add_cli_arguments(parser: argparse.ArgumentParser) -> None:
     add_config_arguments(parser, TABLES, " (model: preset + TransformerConfig fields)")
-    add_dataclass_arguments(parser.add_argument_group("data"), DataConfig, prefix="data.")
+    data = parser.add_argument_group("data")
+    add_dataclass_arguments(data, DataConfig, prefix="data.")
+    add_split_shortcut_arguments(data)
     g = parser.add_argument_group("model (a preset, then TransformerConfig overrides)")
     g.add_argument("--preset", dest="model.preset", default=argparse.SUPPRESS, choices=list(PRESETS),
                    help="model size preset (default: small)")
@@ -41,8 +44,8 @@ def configs_from_args(args: argparse.Namespace) -> tuple[Any, TrainConfig, DataC
         raise ConfigError(f"model keys {bad} are set from the subword models and cannot be given")
     source = getattr(args, "config", None) or "options"
     mcfg = TransformerConfig.from_preset(preset, **model)
-    return mcfg, build(TrainConfig, merged["train"], f"{source} [train]"), build(DataConfig, merged["data"],
-                                                                                  f"{source} [data]")
+    return (mcfg, build(TrainConfig, merged["train"], f"{source} [train]"),
+            build(DataConfig, data_with_shortcuts(merged["data"]), f"{source} [data]"))
 
 
 def cli_main(args: argparse.Namespace) -> int:

@@ -7,10 +7,11 @@ import logging
 
 import torch
 
+from xlpe.cli.shortcuts import add_shortcut_arguments, sources_from_args
 from xlpe.config import parse_pairs
 from xlpe.errors import ConfigError
 from xlpe.infer.beam import STOP_RULES
-from xlpe.infer.translate import translate_file
+from xlpe.infer.translate import Decoding, translate_file
 from xlpe.runtime import limit_onednn_caches, retain_freed_memory
 
 log = logging.getLogger("xlpe.translate")
@@ -33,19 +34,11 @@ def add_cli_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", type=int, default=64, help="most sentences per batch")
     p.add_argument("--max-tokens", type=int, default=None, help="most padded source tokens per batch (optional)")
     p.add_argument("--chunk-size", type=int, default=10000, help="lines read, translated and written at a time")
-    p.add_argument("--orders", default=None,
-                   help="lader order lines for the input -> channel 'xl' (XL-PE models)")
-    p.add_argument("--orders-level", default="word", choices=("word", "subword"),
-                   help="whether --orders index words (expanded to subwords) or subwords")
-    p.add_argument("--preorderer", default=None,
-                   help="BTG preorderer directory (`xlpe preorder train`): predict the orders of the input on the "
-                        "fly, from the source alone (XL-PE models)")
-    p.add_argument("--trees", default=None,
-                   help="dependency trees of the input, CoNLL-U (from `xlpe parse`), for structural-PE models")
+    add_shortcut_arguments(p, "the input")
     p.add_argument("--preorder-processes", type=int, default=1, help="processes for the on-the-fly preorderer")
     p.add_argument("--channel", action="append", default=[], metavar="NAME=[KIND:]PATH",
-                   help="a channel source of the input (repeatable); kinds: orders, subword-orders, ints, preorderer "
-                        "(see xlpe.sources)")
+                   help="a channel source of the input (repeatable); kinds: orders, subword-orders, dpe, ints, "
+                        "conllu, preorderer (see xlpe.sources)")
     p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto")
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch's default)")
     p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"),
@@ -65,13 +58,11 @@ def cli_main(args: argparse.Namespace) -> int:
     channels = parse_pairs(args.channel, "--channel")
     if args.greedy and args.beam is not None:
         raise ConfigError("--greedy decodes without a beam: leave out --beam, or drop --greedy")
-    n = translate_file(args.checkpoint, args.input, args.output, beam=5 if args.beam is None else args.beam, lenpen=args.lenpen,
-                       max_len_a=args.max_len_a, max_len_b=args.max_len_b, batch_size=args.batch_size,
-                       max_tokens=args.max_tokens, greedy=args.greedy, beam_stop=args.beam_stop,
-                       chunk_size=args.chunk_size,
-                       orders=args.orders, orders_level=args.orders_level, preorderer=args.preorderer,
-                       trees=args.trees,
-                       preorder_processes=args.preorder_processes, channels=channels, device=args.device,
-                       progress=args.progress, skip_long=args.skip_long, dtype=args.dtype)
+    decoding = Decoding(beam=5 if args.beam is None else args.beam, lenpen=args.lenpen, max_len_a=args.max_len_a,
+                        max_len_b=args.max_len_b, batch_size=args.batch_size, max_tokens=args.max_tokens,
+                        greedy=args.greedy, beam_stop=args.beam_stop, dtype=args.dtype)
+    n = translate_file(args.checkpoint, args.input, args.output, decoding=decoding, sources=sources_from_args(args),
+                       channels=channels, preorder_processes=args.preorder_processes, chunk_size=args.chunk_size,
+                       device=args.device, progress=args.progress, skip_long=args.skip_long)
     log.info("translated %d lines", n)
     return 0

@@ -10,13 +10,16 @@ A **source** gives the values of each sentence: :meth:`ChannelSource.take` retur
 sentences, :meth:`ChannelSource.finish` checks that nothing is left over. File sources read one line per
 sentence (lader orders, DPE targets, integers); sources that compute values from the text (a BTG
 preorderer, a parser) live with what computes them (:mod:`xlpe.reorder`, :mod:`xlpe.syntax`) and
-:mod:`xlpe.sources` opens any of them from a ``KIND:PATH`` spec.
+:mod:`xlpe.sources` opens any of them from a ``KIND:PATH`` spec. A :class:`Source` fills several channels
+from one reading (a CoNLL-U file: ``depth``, ``tree_word`` and ``tree_head``); :meth:`Source.split` gives
+a :class:`ChannelSource` per channel that share that reading.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from collections import deque
 from itertools import islice
 from typing import Iterable, Iterator, Mapping, Sequence
 
@@ -210,6 +213,79 @@ class IterableSource(ChannelSource):
         if next(self._items, None) is not None:
             raise FormatError(f"has more lines than the text ({lines})", self.description, lines + 1,
                               "one channel line per source line")
+
+
+class Source:
+    """Where the values of several channels come from at once (a file or model that fills them all): ``channels``
+    names them, and :meth:`take` reads the next sentences once for all of them. ``level`` and ``description`` as
+    for :class:`ChannelSource`."""
+
+    channels: tuple[str, ...] = ()
+    level: str = "word"
+    description: str = "<channels>"
+    _split: dict | None = None
+
+    def take(self, sentences: Sequence[Sequence[str]], first_line: int = 1) -> list[dict[str, object]]:
+        """One ``{channel: values}`` per sentence of ``sentences`` (see :meth:`ChannelSource.take`)."""
+        raise NotImplementedError
+
+    def finish(self, lines: int) -> None:
+        """Called once after the last sentence (``lines`` in all), as :meth:`ChannelSource.finish`."""
+
+    def split(self) -> dict[str, ChannelSource]:
+        """A :class:`ChannelSource` per channel of :attr:`channels` (the same ones at every call). The first of them
+        asked for a sentence reads it (once); the others take its values from a buffer. Every one must be asked for
+        the same sentences, as the channels of one text are; :meth:`SharedReading.drop` stops buffering a channel
+        nobody asks for."""
+        if self._split is None:
+            shared = SharedReading(self)
+            self._split = {name: SharedChannel(shared, name) for name in self.channels}
+        return dict(self._split)
+
+
+class SharedReading:
+    """The one reading of a :class:`Source` behind its :meth:`~Source.split` channels: the values read but
+    not yet taken, per channel."""
+
+    def __init__(self, source: Source):
+        self.source = source
+        self.buffers: dict[str, deque] = {name: deque() for name in source.channels}
+        self.finished = False
+
+    def take(self, name: str, sentences: Sequence[Sequence[str]], first_line: int) -> list:
+        if name not in self.buffers:
+            raise ConfigError(f"{self.source.description}: channel {name!r} was dropped from this reading")
+        buf = self.buffers[name]
+        have = len(buf)
+        if have < len(sentences):
+            for row in self.source.take(sentences[have:], first_line + have):
+                for c, b in self.buffers.items():
+                    b.append(row[c])
+        return [buf.popleft() for _ in range(len(sentences))]
+
+    def finish(self, lines: int) -> None:
+        if not self.finished:
+            self.finished = True
+            self.source.finish(lines)
+
+    def drop(self, names: Iterable[str]) -> None:
+        """Stop keeping the values of ``names``."""
+        for name in names:
+            self.buffers.pop(name, None)
+
+
+class SharedChannel(ChannelSource):
+    """One channel of a :class:`SharedReading`."""
+
+    def __init__(self, shared: SharedReading, name: str):
+        self.shared, self.name = shared, name
+        self.level, self.description = shared.source.level, shared.source.description
+
+    def take(self, sentences: Sequence[Sequence[str]], first_line: int = 1) -> list:
+        return self.shared.take(self.name, sentences, first_line)
+
+    def finish(self, lines: int) -> None:
+        self.shared.finish(lines)
 
 
 #: file kinds: kind -> (level, description)

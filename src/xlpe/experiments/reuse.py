@@ -27,7 +27,7 @@ from typing import Any
 
 from xlpe.experiments.cache import digest, file_sig
 from xlpe.experiments.status import log_rows
-from xlpe.train.config import PRE_OPTION_VALUES
+from xlpe.train.config import NEUTRAL_DATA_VALUES, PRE_OPTION_VALUES
 
 log = logging.getLogger("xlpe.experiments.reuse")
 
@@ -49,7 +49,8 @@ def training_signature(model: dict, train: dict, data: dict, base: Path | None =
         return file_sig(p if p.is_absolute() or base is None else base / p)
 
     try:
-        d = {k: (sig(v) if k in FILE_OPTIONS and v else v) for k, v in data.items()}
+        d = {k: (sig(v) if k in FILE_OPTIONS and v else v) for k, v in data.items()
+             if k not in NEUTRAL_DATA_VALUES or v != NEUTRAL_DATA_VALUES[k]}
         for side in ("train_channels", "dev_channels"):
             d[side] = {}
             for name, spec in sorted((data.get(side) or {}).items()):

@@ -50,12 +50,12 @@ from torch import Tensor
 
 from xlpe.data.batching import TokenBatchSampler, collate
 from xlpe.data.corpus import ParallelData
-from xlpe.data.channels import ChannelSource, IterableSource, as_source
+from xlpe.data.channels import ChannelSource
 from xlpe.data.subword import word_alignment_from_subword
 from xlpe.errors import ConfigError, FormatError
 from xlpe.infer.translate import Subwords, model_device, subword_sides
 from xlpe.runtime import resolve_device, versions
-from xlpe.sources import check_channels, open_sources, with_trees, with_xl_shortcuts
+from xlpe.sources import SourceSpec, channel_specs, check_channels, check_read, open_sources, source_paths
 from xlpe.io.alignments import Alignment, format_alignment
 from xlpe.io.atomic import check_outputs
 from xlpe.nn.positions import required_inputs
@@ -309,31 +309,11 @@ def align_lines(model: torch.nn.Module, subwords: Subwords, src_lines: Iterable[
     return AttentionAlignments(out, [views[i] for i in sorted(views)])  # type: ignore[arg-type]
 
 
-def _sources(orders: str | os.PathLike | Sequence[Sequence[int]] | None, orders_level: str,
-             channels: Mapping[str, str | os.PathLike | ChannelSource | Sequence] | None,
-             preorderer: str | os.PathLike | None = None) -> dict[str, ChannelSource]:
-    """The channel sources: specs are opened (:mod:`xlpe.sources`), in-memory values wrapped; in-memory
-    ``orders`` (one permutation per line) are inverted into ``pos_XL`` (SPEC §4.1)."""
-    from xlpe.io.orders import invert_order
-
-    mem = {k: v for k, v in (channels or {}).items() if not isinstance(v, (str, os.PathLike, ChannelSource))}
-    specs = {k: v for k, v in (channels or {}).items() if k not in mem}
-    in_memory_orders = orders is not None and not isinstance(orders, (str, os.PathLike))
-    out = open_sources(with_xl_shortcuts(specs, orders=None if in_memory_orders else orders,
-                                         orders_level=orders_level, preorderer=preorderer))
-    if in_memory_orders:
-        if "xl" in out or "xl" in mem:
-            raise ConfigError("channel 'xl' is given twice (orders and channels)")
-        out["xl"] = IterableSource((invert_order(o) for o in orders), orders_level, "<orders>")
-    out.update({k: as_source(v, "word", f"channel {k!r}") for k, v in mem.items()})
-    return out
-
-
 def align_from_model(checkpoint: str | os.PathLike | Sequence[str | os.PathLike], src_lines: Iterable[str],
                      tgt_lines: Iterable[str], *, layer: int = -2, merge: str = "any",
-                     orders: str | os.PathLike | Sequence[Sequence[int]] | None = None, orders_level: str = "word",
-                     channels: Mapping[str, str | os.PathLike | Sequence] | None = None, batch_size: int = 64,
-                     max_tokens: int | None = None, device: str | torch.device = "auto",
+                     sources: Sequence[SourceSpec] = (),
+                     channels: Mapping[str, str | os.PathLike | ChannelSource | Sequence] | None = None,
+                     batch_size: int = 64, max_tokens: int | None = None, device: str | torch.device = "auto",
                      src_name: str = "<source>", tgt_name: str = "<target>") -> list[Alignment]:
     """Word alignments (0-based, one per line pair) from a checkpoint's attention (SPEC §4.6).
 
@@ -341,10 +321,11 @@ def align_from_model(checkpoint: str | os.PathLike | Sequence[str | os.PathLike]
         checkpoint: a checkpoint path, or several to average (:func:`xlpe.nn.checkpoint.load_model`).
         src_lines, tgt_lines: pre-tokenised sentence pairs, one per line.
         layer, merge, batch_size, max_tokens: see :func:`align_lines`.
-        orders: lader order lines for the source (a path, or one 0-based permutation per line) -> channel ``xl``,
-            for XL-PE models; ``orders_level`` says whether they index words (default) or subwords (a
-            preorderer trained on subword text, as Ding et al., SPEC §4.1).
-        channels: other per-word integer channels, ``{name: path or per-line values}``.
+        sources: the source side's channel sources, ``[NAME=][KIND:]PATH`` specs or
+            :class:`~xlpe.data.channels.Source` objects (:mod:`xlpe.sources`), e.g. ``orders:gold.order`` (lader
+            order lines -> ``xl``, for XL-PE models; ``subword-orders:`` when they index subwords, as a
+            preorderer trained on subword text, SPEC §4.1) or ``conllu:gold.conllu`` (the tree channels).
+        channels: channel by channel, ``{name: spec, ChannelSource or per-line values}`` (values at word level).
         device: ``cpu``, ``cuda``, ``cuda:N`` or ``auto``.
         src_name, tgt_name: how errors name the inputs.
     """
@@ -352,23 +333,65 @@ def align_from_model(checkpoint: str | os.PathLike | Sequence[str | os.PathLike]
 
     dev = resolve_device(device)
     model, _, subwords = load_model(checkpoint, device=dev)
-    ch = _sources(orders, orders_level, channels)
+    ch = open_sources(sources, channels, reads=required_inputs(model.cfg))
     return align_lines(model, subwords, src_lines, tgt_lines, layer=layer, merge=merge, channels=ch,
                        batch_size=batch_size, max_tokens=max_tokens, device=dev,
                        names=(src_name, tgt_name)).alignments
 
 
-def _read_gold(gold: str | os.PathLike, gold_base: int, gold_reverse: bool, src: str | os.PathLike,
-               tgt: str | os.PathLike) -> list[Alignment]:
+@dataclass(frozen=True)
+class GoldFile:
+    """A gold alignment file to score against: ``path`` (``i-j`` sure, ``ipj`` possible), its index ``base`` (0 or
+    1; most gold sets, e.g. RWTH De-En, are 1-based) and ``reverse`` (swap its sides, e.g. the De-En gold scored
+    for an En-De model)."""
+
+    path: str | os.PathLike
+    base: int | None
+    reverse: bool = False
+
+    def __post_init__(self):
+        if self.base not in (0, 1):
+            raise ConfigError("a gold file needs its index base: gold_base 0 or 1 (--gold-base; most gold sets "
+                              "are 1-based)")
+
+
+@dataclass(frozen=True)
+class Heatmaps:
+    """PNG heat maps of the attention: in ``folder``, of the first ``count`` sentences, at ``level`` ``'word'``
+    (the attn_merge matrix) or ``'subword'`` (the raw matrix with EOS), gold links (if any) and predicted ones
+    marked."""
+
+    folder: str | os.PathLike
+    count: int = 10
+    level: str = "word"
+
+    def __post_init__(self):
+        if self.level not in ("word", "subword"):
+            raise ConfigError(f"heatmap_level must be 'word' or 'subword', not {self.level!r}")
+        if self.count < 0:
+            raise ConfigError("heatmap_count must be >= 0")
+
+    def write(self, views: list[SentenceAttention], merge: str, gold: list[Alignment] | None) -> list[str]:
+        """The heat maps of ``views`` (with the gold alignments of the same sentences, if any); their paths."""
+        os.makedirs(self.folder, exist_ok=True)
+        paths = []
+        for k, v in enumerate(views):
+            p = os.path.join(os.fspath(self.folder), f"attn_{k + 1:04d}.png")
+            _heatmap(v, p, self.level, merge, None if gold is None else gold[k])
+            paths.append(p)
+        return paths
+
+
+def _read_gold(gold: GoldFile, src: str | os.PathLike, tgt: str | os.PathLike) -> list[Alignment]:
     """The gold file in the (source, target) orientation, every index checked against the word counts."""
     from xlpe.io.alignments import read_alignments
     from xlpe.io.bitext import read_bitext
 
     lens = [(len(s), len(t)) for s, t in read_bitext(src, tgt)]
-    if gold_reverse:
+    if gold.reverse:
         lens = [(t, s) for s, t in lens]
-    refs = list(read_alignments(gold, gold_base, lengths=lens, check_base=True))
-    return [a.reversed() for a in refs] if gold_reverse else refs
+    refs = list(read_alignments(gold.path, gold.base, lengths=lens, check_base=True))
+    return [a.reversed() for a in refs] if gold.reverse else refs
 
 
 def _heatmap(view: SentenceAttention, path: str, level: str, merge: str, gold: Alignment | None) -> None:
@@ -389,26 +412,20 @@ def _heatmap(view: SentenceAttention, path: str, level: str, merge: str, gold: A
 
 
 def align_from_model_files(checkpoint: str | os.PathLike | Sequence[str | os.PathLike], src: str | os.PathLike,
-                           tgt: str | os.PathLike, out: str | os.PathLike, *, gold: str | os.PathLike | None = None,
-                           gold_base: int | None = None, gold_reverse: bool = False, layer: int = -2,
-                           merge: str = "any", orders: str | os.PathLike | None = None, orders_level: str = "word",
-                           preorderer: str | os.PathLike | None = None, trees: str | os.PathLike | None = None,
-                           channels: Mapping[str, str | os.PathLike] | None = None,
-                           heatmaps: str | os.PathLike | None = None, heatmap_count: int = 10,
-                           heatmap_level: str = "word", report: str | os.PathLike | None = None,
+                           tgt: str | os.PathLike, out: str | os.PathLike, *, gold: GoldFile | None = None,
+                           layer: int = -2, merge: str = "any", sources: Sequence[SourceSpec] = (),
+                           channels: Mapping[str, str | os.PathLike | ChannelSource] | None = None,
+                           heatmaps: Heatmaps | None = None, report: str | os.PathLike | None = None,
                            batch_size: int = 64, max_tokens: int | None = None, chunk_size: int = 10000,
                            device: str = "auto") -> dict[str, Any]:
     """Align the bitext ``src``/``tgt`` with a checkpoint's attention and write Pharaoh ``i-j`` lines (0-based,
     word level) to ``out`` atomically, ``chunk_size`` lines at a time.
 
     Args:
-        gold: optional gold alignment file (``i-j`` sure, ``ipj`` possible); ``gold_base`` (0 or 1) is then
-            required, and ``gold_reverse`` swaps its sides (e.g. the RWTH De-En gold scored as En-De).
-        heatmaps: a folder for PNG heat maps of the first ``heatmap_count`` sentences, at ``heatmap_level``
-            ``'word'`` or ``'subword'``, with gold links (if any) and predicted links marked.
+        gold: an optional gold file to score against (:class:`GoldFile`).
+        heatmaps: optional PNG heat maps of the first sentences (:class:`Heatmaps`).
         report: a JSON file for the options, counts and scores (written atomically).
-        orders, orders_level, preorderer, trees, channels: the source's channels, as for
-            :func:`xlpe.infer.translate.translate_file`.
+        sources, channels: the source side's channels, as for :func:`xlpe.infer.translate.translate_file`.
         Others: see :func:`align_from_model` and :func:`align_lines`.
 
     Returns:
@@ -420,29 +437,21 @@ def align_from_model_files(checkpoint: str | os.PathLike | Sequence[str | os.Pat
 
     if chunk_size < 1:
         raise ConfigError("chunk_size must be >= 1")
-    check_outputs([out, report], [src, tgt, gold, orders, trees])
-    if heatmap_level not in ("word", "subword"):
-        raise ConfigError(f"heatmap_level must be 'word' or 'subword', not {heatmap_level!r}")
-    if heatmap_count < 0:
-        raise ConfigError("heatmap_count must be >= 0")
+    check_outputs([out, report], [src, tgt, None if gold is None else gold.path, *source_paths(sources, channels)])
     refs = None
     if gold is not None:
-        if gold_base not in (0, 1):
-            raise ConfigError("a gold file needs its index base: gold_base 0 or 1 (--gold-base; most gold sets "
-                              "are 1-based)")
-        refs = _read_gold(gold, gold_base, gold_reverse, src, tgt)       # fails fast, before the model runs
+        refs = _read_gold(gold, src, tgt)                           # fails fast, before the model runs
     dev = resolve_device(device)
     model, _, subwords = load_model(checkpoint, device=dev)
-    sources = _sources(orders, orders_level, {**(channels or {}), **with_trees({}, trees, model.cfg)}, preorderer)
-    _check_model(model, layer, merge, sources)
-    unread = sorted(set(sources) - required_inputs(model.cfg))
-    if unread:
-        raise ConfigError(f"the model (pe={list(model.cfg.pe)}) reads no channel {unread}: they would be ignored; "
-                          "leave them out")
+    reads, who = required_inputs(model.cfg), f"the model (pe={list(model.cfg.pe)})"
+    specs = channel_specs(sources, channels, reads=reads, who=who)
+    _check_model(model, layer, merge, specs)
+    check_read(channels or {}, reads, who)
+    opened = open_sources(specs)
     names = tuple(os.fspath(p) for p in (src, tgt))
     src_it = (t for _, t in read_lines(src))
     tgt_it = (t for _, t in read_lines(tgt))
-    keep = heatmap_count if heatmaps is not None else 0
+    keep = heatmaps.count if heatmaps is not None else 0
     views: list[SentenceAttention] = []
     counter = None
     if refs is not None:
@@ -455,7 +464,7 @@ def align_from_model_files(checkpoint: str | os.PathLike | Sequence[str | os.Pat
             t_chunk = list(islice(tgt_it, len(s_chunk) if s_chunk else 1))
             if not s_chunk and not t_chunk:
                 break
-            res = align_lines(model, subwords, s_chunk, t_chunk, layer=layer, merge=merge, channels=sources,
+            res = align_lines(model, subwords, s_chunk, t_chunk, layer=layer, merge=merge, channels=opened,
                               batch_size=batch_size, max_tokens=max_tokens, device=dev, names=names,
                               first_line=n + 1, keep_attention=max(0, keep - n), finish_channels=False)
             views += res.views
@@ -466,22 +475,17 @@ def align_from_model_files(checkpoint: str | os.PathLike | Sequence[str | os.Pat
             n += len(s_chunk)
         if n == 0:
             raise FormatError("input is empty", names[0], expected="at least one sentence pair")
-        for source in sources.values():
+        for source in opened.values():
             source.finish(n)
     score = counter.score() if counter is not None else None
-    pngs = []
-    if heatmaps is not None:
-        os.makedirs(heatmaps, exist_ok=True)
-        for k, v in enumerate(views):
-            p = os.path.join(os.fspath(heatmaps), f"attn_{k + 1:04d}.png")
-            _heatmap(v, p, heatmap_level, merge, None if refs is None else refs[k])
-            pngs.append(p)
+    pngs = heatmaps.write(views, merge, refs) if heatmaps is not None else []
     ckpts = ([os.fspath(checkpoint)] if isinstance(checkpoint, (str, os.PathLike))
              else [os.fspath(c) for c in checkpoint])
     summary = {"command": "align-from-model", "checkpoint": ckpts, "src": names[0], "tgt": names[1],
                "out": os.fspath(out), "sentences": n, "layer": layer, "merge": merge,
-               "gold": None if gold is None else os.fspath(gold), "gold_base": gold_base,
-               "gold_reverse": gold_reverse, "aer": None if score is None else score.to_dict(), "heatmaps": pngs}
+               "gold": None if gold is None else os.fspath(gold.path), "gold_base": None if gold is None else gold.base,
+               "gold_reverse": gold is not None and gold.reverse, "aer": None if score is None else score.to_dict(),
+               "heatmaps": pngs}
     if report is not None:
         full = {**summary, "argv": sys.argv, "versions": versions()}
         with atomic_write(report) as rf:

@@ -9,14 +9,19 @@
   flat however long the input is, and writes the output atomically (or to stdout with ``-``).
 
 A source line longer than the model's ``max_len`` (subwords + EOS) is a :class:`FormatError` naming the
-file and line. Position channels that the model reads from the input (``xl`` from a preorderer's order
-file, other per-word integer channels) are passed per line, like the training data's.
+file and line. The position channels that the model reads from the input come from ``sources`` (specs such as
+``orders:test.order``, ``conllu:test.conllu`` or ``preorderer:btg/``, each filling the channels its kind
+declares, :mod:`xlpe.sources`) or channel by channel from ``channels``, like the training data's. Decoding
+options travel together in a :class:`Decoding`.
 """
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import logging
 import os
+from dataclasses import dataclass
 from itertools import islice
 from typing import Iterable, Mapping, Sequence
 
@@ -31,7 +36,7 @@ from xlpe.io.text import read_lines, tokenize
 from xlpe.runtime import resolve_device, warn_if_emulated_bf16
 from xlpe.io.atomic import check_outputs
 from xlpe.nn.positions import required_inputs
-from xlpe.sources import check_channels, open_source, open_sources, with_trees, with_xl_shortcuts
+from xlpe.sources import SourceSpec, channel_specs, check_channels, check_read, open_sources, source_paths
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +79,6 @@ def decoding_model(model: torch.nn.Module, dtype: str = "float32",
     p = next(model.parameters(), None)
     if p is None or p.dtype == DTYPES[dtype]:
         return model
-    import copy
     return copy.deepcopy(model).to(DTYPES[dtype])
 
 
@@ -117,6 +121,7 @@ def translate_data(model: torch.nn.Module, data: ParallelData, tgt_subword: Subw
 def translate_lines(model: torch.nn.Module, subwords: Subwords, lines: Iterable[str], *, beam: int = 5,
                     lenpen: float = 0.6, max_len_a: float = 1.2, max_len_b: float = 10, batch_size: int = 64,
                     max_tokens: int | None = None, greedy: bool = False, beam_stop: str = "exhaust",
+                    sources: Sequence[SourceSpec] = (),
                     channels: Mapping[str, ChannelSource | Sequence] | None = None,
                     channel_level: str | Mapping[str, str] = "word",
                     device: torch.device | str | None = None, source_name: str = "<input>",
@@ -132,7 +137,10 @@ def translate_lines(model: torch.nn.Module, subwords: Subwords, lines: Iterable[
         batch_size: most sentences per batch; ``max_tokens``: optional cap on padded source tokens per batch.
         greedy: greedy decoding instead of beam search; ``beam_stop``: the beam's stopping rule
             (``fairseq`` | ``exhaust``, see :mod:`xlpe.infer.beam`).
-        channels: position channels of the lines: name -> a ``[KIND:]PATH`` spec (:mod:`xlpe.sources`), a
+        sources: sources of the lines' position channels: ``[NAME=][KIND:]PATH`` specs (``conllu:test.conllu``
+            fills the tree channels the model reads, read once for all of them; :mod:`xlpe.sources`) or
+            :class:`~xlpe.data.channels.Source` objects (their next ``len(lines)`` values are taken).
+        channels: position channels one by one: name -> a ``[KIND:]PATH`` spec, a
             :class:`~xlpe.data.channels.ChannelSource` (its next ``len(lines)`` values are taken) or one item per
             line (e.g. ``pos_XL`` lists) at ``channel_level``.
         source_name, first_line: how errors name the input (``file:line``).
@@ -147,7 +155,8 @@ def translate_lines(model: torch.nn.Module, subwords: Subwords, lines: Iterable[
     lines = [line.rstrip("\n").rstrip("\r") for line in lines]
     keep = [i for i, line in enumerate(lines) if line.strip(" ")]
     out = [""] * len(lines)
-    ch = channel_values(channels, channel_level, [tokenize(line) for line in lines], keep, first_line)
+    opened = open_sources(sources, channels, reads=required_inputs(model.cfg))
+    ch = channel_values(opened, channel_level, [tokenize(line) for line in lines], keep, first_line)
     if not keep:
         return out
     try:
@@ -185,15 +194,48 @@ def check_decoding(*, beam: int = 5, lenpen: float = 0.6, max_len_a: float = 1.2
         raise ConfigError("; ".join(bad))
 
 
+@dataclass(frozen=True)
+class Decoding:
+    """How :func:`translate_file` decodes (the options of :func:`translate_lines`, checked when made).
+
+    Attributes:
+        beam, lenpen, max_len_a, max_len_b: beam-search settings (:func:`xlpe.infer.beam.beam_search`): beam size,
+            length penalty, output length limit ``max_len_a·S + max_len_b``.
+        batch_size: most sentences per batch; ``max_tokens``: optional cap on padded source tokens per batch.
+        greedy: greedy decoding instead of beam search; ``beam_stop``: the beam's stopping rule
+            (``fairseq`` | ``exhaust``, see :mod:`xlpe.infer.beam`).
+        dtype: the weights' type while decoding: ``float32`` (default), ``bfloat16`` (about twice the matrix
+            throughput on CPUs with bf16 instructions; BLEU in ``docs/results/speed.md``), ``float16`` (GPU).
+    """
+
+    beam: int = 5
+    lenpen: float = 0.6
+    max_len_a: float = 1.2
+    max_len_b: float = 10
+    batch_size: int = 64
+    max_tokens: int | None = None
+    greedy: bool = False
+    beam_stop: str = "exhaust"
+    dtype: str = "float32"
+
+    def __post_init__(self):
+        check_decoding(beam=self.beam, lenpen=self.lenpen, max_len_a=self.max_len_a, max_len_b=self.max_len_b,
+                       batch_size=self.batch_size, max_tokens=self.max_tokens)
+        if self.dtype not in DTYPES:
+            raise ConfigError(f"unknown decoding dtype {self.dtype!r}; valid: {', '.join(DTYPES)}")
+
+    def options(self) -> dict:
+        """The options as keyword arguments of :func:`translate_lines`."""
+        return dataclasses.asdict(self)
+
+
 def channel_values(channels: Mapping[str, ChannelSource | Sequence] | None, channel_level: str | Mapping[str, str],
                    sentences: list[list[str]], keep: list[int], first_line: int = 1) -> dict[str, IterableSource]:
     """The channel values of ``sentences`` (all input lines, empty ones included), restricted to the lines in
-    ``keep``, as in-memory sources of the right level: sources give their next ``len(sentences)`` values, lists
-    must have one item per line."""
+    ``keep``, as in-memory sources of the right level: opened sources (:func:`xlpe.sources.open_sources`) give
+    their next ``len(sentences)`` values, lists must have one item per line."""
     out = {}
     for k, v in (channels or {}).items():
-        if isinstance(v, (str, os.PathLike)):            # a [KIND:]PATH spec, never a string of values
-            v = open_source(k, v)
         level = channel_level if isinstance(channel_level, str) else channel_level.get(k, "word")
         if not isinstance(v, ChannelSource) and len(v) != len(sentences):
             raise ConfigError(f"channel {k!r} has {len(v)} items for {len(sentences)} lines")
@@ -214,26 +256,22 @@ def one_line(text: str) -> str:
 
 
 def translate_file(checkpoint: str | os.PathLike | Sequence[str | os.PathLike], input: str | os.PathLike = "-",
-                   output: str | os.PathLike = "-", *, beam: int = 5, lenpen: float = 0.6, max_len_a: float = 1.2,
-                   max_len_b: float = 10, batch_size: int = 64, max_tokens: int | None = None, greedy: bool = False,
-                   beam_stop: str = "exhaust", chunk_size: int = 10000, orders: str | None = None,
-                   orders_level: str = "word", preorderer: str | os.PathLike | None = None,
-                   preorder_processes: int = 1, channels: Mapping[str, str | ChannelSource] | None = None,
-                   device: str = "auto", progress: bool = False, skip_long: bool = False,
-                   trees: str | os.PathLike | None = None, dtype: str = "float32") -> int:
+                   output: str | os.PathLike = "-", *, decoding: Decoding = Decoding(),
+                   sources: Sequence[SourceSpec] = (), channels: Mapping[str, str | ChannelSource] | None = None,
+                   preorder_processes: int = 1, chunk_size: int = 10000, device: str = "auto",
+                   progress: bool = False, skip_long: bool = False) -> int:
     """Translate ``input`` (``-`` = stdin) into ``output`` (``-`` = stdout), ``chunk_size`` lines at a time.
 
     Args:
         checkpoint: a checkpoint path, or several to average.
-        channels: the input's channel sources, ``{name: "[KIND:]PATH"}`` (:mod:`xlpe.sources`) or source objects.
-        orders, orders_level: shortcut for ``channels["xl"]``: lader order lines of the input, indexing words
-            (default) or subwords.
-        preorderer: shortcut for ``channels["xl"]``: a BTG preorderer directory (``xlpe preorder train``) that
-            predicts the orders of the input on the fly from the source alone (SPEC §4.1);
-            ``preorder_processes`` run it in parallel.
-        trees: shortcut for the tree channels of structural PE: the input's dependency trees (CoNLL-U).
-        dtype: the weights' type while decoding: ``float32`` (default), ``bfloat16`` (about twice the matrix
-            throughput on CPUs with bf16 instructions; BLEU in ``docs/results/speed.md``), ``float16`` (GPU).
+        decoding: beam or greedy search, length limit, batches and weight type (:class:`Decoding`).
+        sources: the input's channel sources, ``[NAME=][KIND:]PATH`` specs or :class:`~xlpe.data.channels.Source`
+            objects (:mod:`xlpe.sources`): ``orders:test.order`` (lader order lines; ``subword-orders:`` when they
+            index subwords), ``preorderer:btg/`` (a BTG preorderer that predicts the orders on the fly from the
+            source alone, SPEC §4.1, in ``preorder_processes`` processes), ``conllu:test.conllu`` (the input's
+            dependency trees: the tree channels the model reads, read once). A source that fills no channel the
+            model reads is a :class:`ConfigError`.
+        channels: channel by channel, ``{name: "[KIND:]PATH"}`` or source objects.
 
     Returns the number of lines written. The output file appears only when the whole input is translated.
     An empty input is a :class:`FormatError` (most likely a wrong path or an upstream step that failed).
@@ -243,24 +281,17 @@ def translate_file(checkpoint: str | os.PathLike | Sequence[str | os.PathLike], 
 
     if chunk_size < 1:
         raise ConfigError("chunk_size must be >= 1")
-    check_decoding(beam=beam, lenpen=lenpen, max_len_a=max_len_a, max_len_b=max_len_b, batch_size=batch_size,
-                   max_tokens=max_tokens)
     ckpts = [checkpoint] if isinstance(checkpoint, (str, os.PathLike)) else list(checkpoint)
-    check_outputs([output], [input, *ckpts, *(v for v in (channels or {}).values() if isinstance(v, str)),
-                             orders, trees])
+    check_outputs([output], [input, *ckpts, *source_paths(sources, channels)])
     dev = resolve_device(device)
-    check_dtype(dtype, dev)
-    specs = with_xl_shortcuts(channels, orders=orders, orders_level=orders_level, preorderer=preorderer)
+    check_dtype(decoding.dtype, dev)
     model, cfg, subwords = load_model(checkpoint, device=dev)
-    model = model.to(DTYPES[dtype])
-    specs = with_trees(specs, trees, cfg)
+    model = model.to(DTYPES[decoding.dtype])
+    reads, who = required_inputs(cfg), f"the model (pe={list(cfg.pe)})"
+    specs = channel_specs(sources, channels, reads=reads, who=who)
     check_channels(cfg, specs, "input", training=False)
-    unread = sorted(set(specs) - required_inputs(cfg))
-    if unread:
-        raise ConfigError(f"the model (pe={list(cfg.pe)}) reads no channel {unread}: "
-                          + ("--orders / --preorderer would be ignored" if unread == ["xl"] else
-                             "those --channel options would be ignored") + "; leave them out")
-    sources = open_sources(specs, processes=preorder_processes)
+    check_read(channels or {}, reads, who)
+    opened = open_sources(specs, processes=preorder_processes)
     name = "<stdin>" if os.fspath(input) == "-" else os.fspath(input)
     src_lines = (t for _, t in read_lines(input))
     counts: dict[str, int] = {}
@@ -274,10 +305,8 @@ def translate_file(checkpoint: str | os.PathLike | Sequence[str | os.PathLike], 
             chunk = list(islice(src_lines, chunk_size))
             if not chunk:
                 break
-            hyps = translate_lines(model, subwords, chunk, beam=beam, lenpen=lenpen, max_len_a=max_len_a,
-                                   max_len_b=max_len_b, batch_size=batch_size, max_tokens=max_tokens, greedy=greedy,
-                                   beam_stop=beam_stop, channels=sources, device=dev, source_name=name,
-                                   first_line=n + 1, skip_long=skip_long, counts=counts, dtype=dtype)
+            hyps = translate_lines(model, subwords, chunk, channels=opened, device=dev, source_name=name,
+                                   first_line=n + 1, skip_long=skip_long, counts=counts, **decoding.options())
             for h in hyps:
                 f.write(h + "\n")
             f.flush()
@@ -286,7 +315,7 @@ def translate_file(checkpoint: str | os.PathLike | Sequence[str | os.PathLike], 
                 bar.update(len(chunk))
         if n == 0:
             raise FormatError("input is empty", name, expected="at least one line to translate")
-        for source in sources.values():
+        for source in opened.values():
             source.finish(n)
     if bar is not None:
         bar.close()

@@ -1,5 +1,6 @@
-"""Dependency trees as channel sources: a CoNLL-U file (one tree per source line, word level, from
-``xlpe parse`` or any parser) gives the ``depth``, ``tree_word`` and ``tree_head`` channels of structural PE."""
+"""Dependency trees as a channel source: a CoNLL-U file (one tree per source line, word level, from
+``xlpe parse`` or any parser) gives the ``depth``, ``tree_word`` and ``tree_head`` channels of structural PE,
+each tree read once for all of them."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import os
 from itertools import islice
 from typing import Sequence
 
-from xlpe.data.channels import ChannelSource
+from xlpe.data.channels import Source
 from xlpe.errors import ConfigError, FormatError
 from xlpe.io.conllu import read_conllu
 from xlpe.syntax.trees import word_channels
@@ -16,18 +17,19 @@ from xlpe.syntax.trees import word_channels
 TREE_CHANNELS = ("depth", "tree_word", "tree_head")
 
 
-class TreesSource(ChannelSource):
-    """Channel ``channel`` (one of :data:`TREE_CHANNELS`) from a CoNLL-U file, streamed; a tree whose word count
-    differs from its source line is an error naming the file and the sentence."""
+class TreesSource(Source):
+    """The tree channels ``channels`` (default: all of :data:`TREE_CHANNELS`) from a CoNLL-U file, streamed; a tree
+    whose word count differs from its source line is an error naming the file and the sentence."""
 
     level = "word"
 
-    def __init__(self, path: str | os.PathLike, channel: str):
-        if channel not in TREE_CHANNELS:
-            raise ConfigError(f"a trees file gives the channels {', '.join(TREE_CHANNELS)}, not {channel!r}")
+    def __init__(self, path: str | os.PathLike, channels: Sequence[str] = TREE_CHANNELS):
+        other = [c for c in channels if c not in TREE_CHANNELS]
+        if other or not channels:
+            raise ConfigError(f"a trees file gives the channels {', '.join(TREE_CHANNELS)}, not {other or 'none'}")
         if not os.path.isfile(path):
             raise ConfigError(f"trees file {os.fspath(path)} not found")
-        self.description, self.channel = os.fspath(path), channel
+        self.description, self.channels = os.fspath(path), tuple(channels)
         self._trees = read_conllu(path)
         self._n = 0
 
@@ -42,7 +44,8 @@ class TreesSource(ChannelSource):
                 raise FormatError(f"tree {self._n + k + 1} has {len(tree.words)} words but source line "
                                   f"{first_line + k} has {len(words)}", self.description,
                                   expected="the tokens of the source line, one word line each")
-            out.append(word_channels(tree.heads)[self.channel])
+            values = word_channels(tree.heads)
+            out.append({c: values[c] for c in self.channels})
         self._n += len(trees)
         return out
 

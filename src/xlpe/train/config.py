@@ -5,11 +5,13 @@ options of ``xlpe train`` and the keys of its TOML ``[data]`` / ``[train]`` tabl
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass
 
 from xlpe.config import option
 from xlpe.errors import ConfigError
 from xlpe.runtime import ADAM_IMPLS, AMP_MODES
+from xlpe.sources import channel_specs
 from xlpe.train.losses import AUX_LOSS_MODES
 from xlpe.train.schedule import KINDS as SCHEDULES, Schedule
 
@@ -28,27 +30,24 @@ class DataConfig:
     subword_model: str | None = option(None, "joint sentencepiece model for both sides (from `xlpe subword train`)")
     src_subword: str | None = option(None, "source-side sentencepiece model (separate vocabularies)")
     tgt_subword: str | None = option(None, "target-side sentencepiece model (separate vocabularies)")
-    train_orders: str | None = option(None, "lader order lines for the training source (word level), a shortcut "
-                                            "for --train-channel xl=orders:FILE: pos_XL = inverse order (SPEC §4.1)")
-    dev_orders: str | None = option(None, "lader order lines for the dev source (shortcut for --dev-channel "
-                                          "xl=orders:FILE)")
-    orders_level: str = option("word", "granularity of --train-orders / --dev-orders: 'word' (expanded to "
-                                       "subwords, each word's pieces kept together) or 'subword' (one index per "
-                                       "subword)", choices=("word", "subword"))
+    train_sources: list[str] = option(help="channel sources of the training source, [NAME=]KIND:PATH, each filling "
+                                           "the channels the model reads among those its kind declares: orders:FILE "
+                                           "(xl), conllu:FILE (depth, tree_word, tree_head; read once), dpe:FILE "
+                                           "(dpe_target), ...; see xlpe.sources", factory=list,
+                                      metavar="[NAME=]KIND:PATH")
+    dev_sources: list[str] = option(help="channel sources of the dev source, [NAME=]KIND:PATH", factory=list,
+                                    metavar="[NAME=]KIND:PATH")
     train_orders_noise: float = option(0.0, "noise attack (SPEC §4.8): swap this ratio of the training pos_XL "
                                           "indices, in disjoint pairs; dev data stays clean")
     noise_seed: int = option(0, "seed of the noise attack")
     noise_unit: str = option("indices", "what the noise ratio counts: 'indices' (SPEC §4.8), 'pairs' (§12.9) or "
                                         "'probability' (each index picked with that probability, SPEC §10)",
                              choices=("indices", "pairs", "probability"))
-    train_trees: str | None = option(None, "dependency trees of the training source, CoNLL-U, one tree per line "
-                                           "(from `xlpe parse`): the depth / tree_word / tree_head channels of "
-                                           "structural PE (a shortcut for --train-channel NAME=conllu:FILE)")
-    dev_trees: str | None = option(None, "dependency trees of the dev source, CoNLL-U")
-    train_channels: dict[str, str] = option(help="channel sources of the training source, NAME=[KIND:]PATH; kinds: "
-                                                 "orders, subword-orders, dpe, ints (one line per sentence) or "
-                                                 "preorderer (a BTG model directory, run on the fly); see "
-                                                 "xlpe.sources", factory=dict, metavar="NAME=[KIND:]PATH")
+    train_channels: dict[str, str] = option(help="channel sources of the training source, channel by channel, "
+                                                 "NAME=[KIND:]PATH; kinds: orders, subword-orders, dpe, ints (one "
+                                                 "line per sentence), conllu (trees) or preorderer (a BTG model "
+                                                 "directory, run on the fly); see xlpe.sources", factory=dict,
+                                            metavar="NAME=[KIND:]PATH")
     dev_channels: dict[str, str] = option(help="channel sources of the dev source, NAME=[KIND:]PATH",
                                           factory=dict, metavar="NAME=[KIND:]PATH")
     skip_long: bool = option(False, "skip (and count) training pairs longer than the model's max_len, or with an "
@@ -66,29 +65,27 @@ class DataConfig:
 
     def to_dict(self) -> dict:
         """The config as plain data (a channel source object becomes its description), for checkpoints and logs."""
-        d = dataclasses.asdict(self)
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         for key in ("train_channels", "dev_channels"):
-            d[key] = {k: v if isinstance(v, str) else f"<{getattr(v, 'description', type(v).__name__)}>"
-                      for k, v in d[key].items()}
+            d[key] = {k: _plain(v) for k, v in d[key].items()}
+        for key in ("train_sources", "dev_sources"):
+            d[key] = [_plain(v) for v in d[key]]
         return d
 
     def channel_specs(self, split: str, reads: set[str] | None = None) -> dict[str, str]:
-        """``name -> [KIND:]PATH`` of the ``train`` or ``dev`` channels, the orders and trees shortcuts included
-        (the trees shortcut gives the tree channels in ``reads``, all three when None). (From Python a value
-        may also be a :class:`xlpe.data.channels.ChannelSource` object.)"""
-        from xlpe.sources import tree_specs
+        """``name -> KIND:PATH`` of the ``train`` or ``dev`` channels: those of the sources (each the channels in
+        ``reads`` among those it declares; all of them when None) and the per-channel ones
+        (:func:`xlpe.sources.channel_specs`). (From Python a value may also be a source object.)"""
+        if split == "train":
+            return channel_specs(self.train_sources, self.train_channels, reads=reads)
+        return channel_specs(self.dev_sources, self.dev_channels, reads=reads)
 
-        orders = self.train_orders if split == "train" else self.dev_orders
-        specs = dict(self.train_channels if split == "train" else self.dev_channels)
-        for name, spec in tree_specs(self.train_trees if split == "train" else self.dev_trees, reads).items():
-            if name in specs:
-                raise ConfigError(f"channel {name!r} is given twice: --{split}-trees and --{split}-channel")
-            specs[name] = spec
-        if orders:
-            if "xl" in specs:
-                raise ConfigError(f"channel 'xl' is given twice: --{split}-orders and --{split}-channel xl=...")
-            specs["xl"] = ("orders:" if self.orders_level == "word" else "subword-orders:") + orders
-        return specs
+
+def _plain(value):
+    """A spec as it is, a source object as its description."""
+    if isinstance(value, (str, os.PathLike)):
+        return os.fspath(value)
+    return f"<{getattr(value, 'description', type(value).__name__)}>"
 
 
 @dataclass
@@ -210,3 +207,8 @@ RESUME_FIXED = ("seed", "lr", "betas", "adam_eps", "weight_decay", "adam", "sche
 
 #: what a run did before an option existed: a checkpoint or run.json without the key ran with this value
 PRE_OPTION_VALUES = {"adam": "for-loop", "bucket_ties": False}
+
+#: data keys that, at these values, give no channel: the sources when empty, and the orders / trees options that
+#: a run.json written before train_sources and dev_sources holds (what decides a training leaves them out)
+NEUTRAL_DATA_VALUES = {"train_sources": [], "dev_sources": [], "train_orders": None, "dev_orders": None,
+                       "orders_level": "word", "train_trees": None, "dev_trees": None}
