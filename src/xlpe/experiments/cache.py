@@ -23,7 +23,7 @@ import logging
 import shutil
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 from xlpe.experiments.engine.keys import Inputs, digest, material
 from xlpe.io.atomic import atomic_write
