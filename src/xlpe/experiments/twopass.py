@@ -18,15 +18,30 @@ interrupted pipeline resumes where it stopped; a translator is keyed on its reor
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
 from xlpe.errors import ConfigError
 from xlpe.experiments.cache import file_sig, run_stage
-from xlpe.experiments.nmt_runs import run_grid
+from xlpe.experiments.engine.keys import Inputs
+from xlpe.experiments.nmt_runs import RunKey, Shared, System, run_grid
 from xlpe.io.atomic import atomic_write
 
 UNALIGNED = ("drop", "keep")
+
+
+@dataclass(frozen=True)
+class ReorderedInputs(Inputs):
+    files: dict                            # split -> its source and word links, by content
+    unaligned: str
+
+
+@dataclass(frozen=True)
+class FitInputs(Inputs):
+    hyp: list                              # the reorderer's output and the subword model, by content
+    limit: int                             # the translator's longest source
 
 
 def reordered_stage(out: Path, splits: Mapping[str, tuple[str, str]], *, unaligned: str = "drop",
@@ -35,7 +50,7 @@ def reordered_stage(out: Path, splits: Mapping[str, tuple[str, str]], *, unalign
     the paths. A sentence that loses every word (no link at all) keeps its first word, so no line is empty."""
     if unaligned not in UNALIGNED:
         raise ConfigError(f"unaligned must be one of {', '.join(UNALIGNED)}, not {unaligned!r}")
-    params = {"files": {s: file_sig(*p) for s, p in splits.items()}, "unaligned": unaligned}
+    params = ReorderedInputs(files={s: file_sig(*p) for s, p in splits.items()}, unaligned=unaligned)
 
     def fn(d: Path) -> dict:
         from xlpe.io import read_alignments, read_sentences
@@ -58,32 +73,37 @@ def reordered_stage(out: Path, splits: Mapping[str, tuple[str, str]], *, unalign
     return run_stage(out, "reordered", params, fn, force)["paths"]
 
 
-def twopass_runs(out: Path, seeds: list[int], *, key: dict, reordered: Mapping[str, str], train_src: str,
-                 train_tgt: str, test_src: str, test_tgt: str, reorderer_layers: int = 2, jobs: int = 1,
-                 **common: Any) -> dict[str, dict]:
+def twopass_runs(out: Path, seeds: list[int], shared: Shared, key: RunKey, *, reordered: Mapping[str, str],
+                 test_src: str, test_tgt: str, reorderer_layers: int = 2, jobs: int = 1) -> dict[str, dict]:
     """The reorderer and translator runs of every seed (``2pt-reorderer/seed<k>``, ``2pt/seed<k>``).
 
-    ``reordered`` holds the oracle reordered ``train`` and ``test`` sources (:func:`reordered_stage`);
-    ``common`` are :func:`run_grid`'s run arguments (model, train_opts, spm, beam, ...) without data and channels.
-    The translator's tests are ``test`` (the reorderer's output -> the reference) and ``oracle`` (the oracle
-    reordered test source -> the reference)."""
+    ``reordered`` holds the oracle reordered ``train`` and ``test`` sources (:func:`reordered_stage`); ``shared``
+    is the recipe's grid, whose model, budget, subwords and decoding both runs take, on their own data (no dev set,
+    no channels). The translator's tests are ``test`` (the reorderer's output -> the reference) and ``oracle`` (the
+    oracle reordered test source -> the reference)."""
     if reorderer_layers < 1:
         raise ConfigError(f"reorderer_layers must be >= 1, not {reorderer_layers}")
-    none: dict[str, str] = {}
-    data = dict(dev_src=None, dev_tgt=None, train_channels=none, dev_channels=none)
-    runs = run_grid(out, {"2pt-reorderer": {"pe": ["ape"], "model": {"enc_layers": reorderer_layers,
-                                                                       "dec_layers": reorderer_layers}}},
-                    seeds, key={**key, "data": file_sig(train_src, reordered["train"], test_src, reordered["test"])},
-                    jobs=jobs, train_src=train_src, train_tgt=reordered["train"],
-                    tests={"test": (test_src, reordered["test"], none)}, **data, **common)
+    c = shared.corpus
+    train_src, train_tgt = c.train_src, c.train_tgt
+
+    def grid(src: str, tgt: str, tests: dict) -> Shared:
+        return dataclasses.replace(shared, corpus=dataclasses.replace(
+            c, train_src=src, train_tgt=tgt, dev_src=None, dev_tgt=None, train_channels={}, dev_channels={},
+            tests=tests))
+    reorderer = System(pe=["ape"], model={"enc_layers": reorderer_layers, "dec_layers": reorderer_layers})
+    runs = run_grid(out, {"2pt-reorderer": reorderer}, seeds,
+                    grid(train_src, reordered["train"], {"test": (test_src, reordered["test"], {})}),
+                    dataclasses.replace(key, data=file_sig(train_src, reordered["train"], test_src,
+                                                           reordered["test"])), jobs=jobs)
     for seed in seeds:                 # each translator reads the output of its own seed's reorderer
         hyp = _fit(out.parent, f"2pt-input-seed{seed}", runs[f"2pt-reorderer/seed{seed}"]["tests"]["test"]["hyp"],
-                   common["spm"], common["model"])
+                   c.spm, shared.model)
         runs.update(run_grid(
-            out, {"2pt": {"pe": ["ape"]}}, [seed],
-            key={**key, "data": file_sig(reordered["train"], train_tgt, hyp, reordered["test"], test_tgt)},
-            jobs=1, train_src=reordered["train"], train_tgt=train_tgt,
-            tests={"test": (hyp, test_tgt, none), "oracle": (reordered["test"], test_tgt, none)}, **data, **common))
+            out, {"2pt": System(pe=["ape"])}, [seed],
+            grid(reordered["train"], train_tgt, {"test": (hyp, test_tgt, {}), "oracle": (reordered["test"], test_tgt,
+                                                                                        {})}),
+            dataclasses.replace(key, data=file_sig(reordered["train"], train_tgt, hyp, reordered["test"], test_tgt)),
+            jobs=1))
     return runs
 
 
@@ -114,4 +134,4 @@ def _fit(out: Path, name: str, hyp: str, spm: str, model: dict) -> str:
             logging.getLogger("xlpe.experiments").warning("%s: %d reorderer outputs longer than %d subwords were cut "
                                                           "to fit the translator", hyp, cut, limit)
         return {"input": str(d / "input.src"), "cut_lines": cut, "limit": limit}
-    return run_stage(out, name, {"hyp": file_sig(hyp, spm), "limit": limit}, fn)["input"]
+    return run_stage(out, name, FitInputs(hyp=file_sig(hyp, spm), limit=limit), fn)["input"]

@@ -41,6 +41,7 @@ when the command is repeated, so a table too large for one sitting fills up over
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 from dataclasses import dataclass, field
@@ -50,7 +51,8 @@ from typing import Any
 from xlpe.errors import ConfigError
 from xlpe.evaluate.bleu import tokenized_by_design
 from xlpe.experiments.cache import file_sig, run_stage
-from xlpe.experiments.nmt_runs import STOPS, measure_cost, run_grid
+from xlpe.experiments.nmt_runs import (STOPS, Corpus, CostInputs, Evaluation, RunKey, Shared, System, cost_systems,
+                                      measure_cost, run_grid)
 from xlpe.experiments.recipe import PreorderSettings, RecipeConfig, RecipeExperiment
 from xlpe.experiments.stages import align_stage, preorder_stage, read_text
 from xlpe.experiments.systems import ENCODER_FREE, SYSTEMS, pe_list
@@ -83,6 +85,15 @@ class XLExperiment(PreorderSettings, RecipeExperiment):
     attention_merge: str = "any"
     # Table 1's cost column (0 rounds = use each run's own log, a rough figure)
     cost_rounds: int = 5
+
+
+@dataclass(frozen=True)
+class XLSystem(System):
+    """A system of this recipe: its runs' keys always state the encoder, the options and the noise ratio."""
+
+    pe_options: dict = field()
+    encoder_free: bool = field()
+    noise: float = field()
 
 
 @dataclass
@@ -168,14 +179,14 @@ def _align(cfg: XLConfig, out: Path, data: dict) -> str:
     return align_stage(out, splits, lowercase=cfg.data.align_lowercase)["paths"]["train"]
 
 
-def _runs(cfg: XLConfig, only: set[str]) -> list[tuple[str, str, dict]]:
+def _runs(cfg: XLConfig, only: set[str]) -> list[tuple[str, str, "XLSystem"]]:
     """(table, run name, run options) for everything the config asks for; shared runs are listed once."""
     e = cfg.experiment
-    runs: dict[str, tuple[str, dict]] = {}
+    runs: dict[str, tuple[str, XLSystem]] = {}
 
     def add(table, name, pe, free=False, options=None, noise=0.0):
-        runs.setdefault(name, (table, {"pe": pe, "encoder_free": free, "pe_options": options or e.pe_options,
-                                       "noise": noise}))
+        runs.setdefault(name, (table, XLSystem(pe=pe, encoder_free=free, pe_options=options or e.pe_options,
+                                               noise=noise)))
     if only & {"table1", "table3", "fig3", "fig4"}:
         for s in dict.fromkeys(["baseline"] + e.systems + (e.alignment_systems if "table3" in only else [])
                                + ([e.noise_system] if "fig4" in only and e.noise else [])):
@@ -246,32 +257,35 @@ def run_experiment(cfg: XLConfig, out: str | os.PathLike, only: list[str] | None
                 and name in e.alignment_systems}
     # what every run's result depends on; the orders enter only the keys of the systems that read them, so a
     # rerun at the other preorder level (or with other preorder settings) keeps the baseline's and RPE's runs
-    key = {"model": cfg.model, "train": cfg.train, "beam": e.beam, "lenpen": e.lenpen, "spm": file_sig(spm),
-           "tests": {k: file_sig(v[0], v[1]) for k, v in tests.items()},
-           "attention": [e.attention_layer, e.attention_merge], **({"more_gold": sorted(more_gold)} if more_gold
-                                                                  else {})}
-    xl_key = {**key, "train_orders": file_sig(train_orders),
-              "tests": {k: file_sig(v[0], v[1], orders[k if k == "test" else f"extra-{k}"]) for k, v in tests.items()}}
-    if gold is not None and "gold" in orders and p["gold_src"] != p["test_src"]:    # gold orders not covered above
-        xl_key["gold_orders"] = file_sig(orders["gold"])
+    key = RunKey(model=cfg.model, train=cfg.train, beam=e.beam, lenpen=e.lenpen, spm=file_sig(spm),
+                 tests={k: file_sig(v[0], v[1]) for k, v in tests.items()},
+                 attention=[e.attention_layer, e.attention_merge], more_gold=sorted(more_gold) if more_gold else None)
+    xl_key = dataclasses.replace(
+        key, train_orders=file_sig(train_orders),
+        tests={k: file_sig(v[0], v[1], orders[k if k == "test" else f"extra-{k}"]) for k, v in tests.items()},
+        # the gold set's orders, unless the gold set is the test set (covered above)
+        gold_orders=file_sig(orders["gold"]) if gold is not None and "gold" in orders
+        and p["gold_src"] != p["test_src"] else None)
+    shared = Shared(model=cfg.model, train=cfg.train, threads=e.threads, noise_unit=e.noise_unit,
+                    reuse_runs=tuple(e.reuse_runs),
+                    corpus=Corpus(spm=spm, train_src=p["train_src"], train_tgt=p["train_tgt"],
+                                  dev_src=p.get("dev_src") or None, dev_tgt=p.get("dev_tgt") or None,
+                                  train_channels=train_channels, dev_channels=xl.get("dev", {}), tests=tests,
+                                  tokenized_by_design=bool(cfg.data.builtin)),
+                    evaluation=Evaluation(beam=e.beam, lenpen=e.lenpen, gold=gold, more_gold=more_gold,
+                                          attention_layer=e.attention_layer, attention_merge=e.attention_merge))
     results["runs"] = run_grid(
-        out / "runs", {name: ro for _, name, ro in planned}, e.seeds, jobs=e.jobs, gold_for=gold_for, key=key,
-        system_keys={name: xl_key for _, name, ro in planned if "xl" in inputs_of(ro["pe"])},
-        model=cfg.model, train_opts=cfg.train, spm=spm, train_src=p["train_src"], train_tgt=p["train_tgt"],
-        dev_src=p.get("dev_src") or None, dev_tgt=p.get("dev_tgt") or None, train_channels=train_channels,
-        dev_channels=xl.get("dev", {}), tests=tests, beam=e.beam, lenpen=e.lenpen, threads=e.threads,
-        noise_unit=e.noise_unit, gold=gold, more_gold=more_gold, attention_layer=e.attention_layer,
-        attention_merge=e.attention_merge, tokenized_by_design=bool(cfg.data.builtin), reuse_runs=e.reuse_runs)
+        out / "runs", {name: system for _, name, system in planned}, e.seeds, shared, key, jobs=e.jobs,
+        gold_for=gold_for, system_keys={name: xl_key for _, name, s in planned if "xl" in inputs_of(s.pe)})
     if "table1" in tables and e.cost_rounds:
-        systems = {n: (pe_list(n), e.pe_options) for n in dict.fromkeys(["baseline"] + e.systems)}
-        params = {"systems": systems, "model": cfg.model,
-                  "train": {k: v for k, v in cfg.train.items() if k not in STOPS}, "rounds": e.cost_rounds,
-                  "updates": e.cost_updates, "threads": e.threads,
-                  "files": file_sig(spm, p["train_src"], p["train_tgt"], train_orders)}
+        systems = {n: XLSystem(pe=pe_list(n), pe_options=e.pe_options, encoder_free=False, noise=0.0)
+                   for n in dict.fromkeys(["baseline"] + e.systems)}
+        params = CostInputs(systems=cost_systems(systems), model=cfg.model,
+                            train={k: v for k, v in cfg.train.items() if k not in STOPS}, rounds=e.cost_rounds,
+                            updates=e.cost_updates, threads=e.threads,
+                            files=file_sig(spm, p["train_src"], p["train_tgt"], train_orders))
         results["cost"] = run_stage(out, "cost", params, lambda d: measure_cost(
-            d, systems, model=cfg.model, train_opts=cfg.train, spm=spm, train_src=p["train_src"],
-            train_tgt=p["train_tgt"], train_channels=train_channels, threads=e.threads, rounds=e.cost_rounds,
-            updates=e.cost_updates, seed=e.base_seed))
+            d, systems, shared, rounds=e.cost_rounds, updates=e.cost_updates, seed=e.base_seed))
     with tokenized_by_design() if cfg.data.builtin else contextlib.nullcontext():    # the built-in pair: tokenised
         results["summary"] = summarise(cfg, results, tables, tests, _default_tau(cfg),
                                        gold["alignments"] if gold is not None else None)
