@@ -144,34 +144,7 @@ def render_report(cfg, results: dict, chosen: set[str], ch: DevChoices) -> str:
         dp = results["pairs"][d.dev_pair]["systems"]
         lines += ["", f"`{d.dev_pair}` on all its gold sentences (dev included, for comparison with the papers only): "
                   + ", ".join(f"{k} {v['aer_all_gold']:.1f}" for k, v in dp.items() if "aer_all_gold" in v), ""]
-    lines += ["## Where every choice came from", "",
-              f"- untrained baselines: mutual argmax{fmt['sa']} at layer {ua.layer} "
-              f"(dev AER {100 * ch.untrained_argmax.aer:.1f}), softmax at layer "
-              f"{us.layer} with τ={us.threshold:g}{fmt['ss']} "
-              f"(dev AER {100 * ch.untrained_softmax.aer:.1f}): the best of the sweep on the dev set",
-              f"- m={ch.m}: " + ("the best untrained mutual-argmax layer (piece-level join) minus 1, on the dev set"
-                                    if cfg.model.get("m", DEV) == DEV else "set in [model]"),
-              ]
-    for stage in (s for s in stages if s in ch.links):
-        best = ch.models[stage].best
-        src = "set in [model]"
-        if cfg.model.get("threshold", DEV) == DEV:
-            src = (f"the best of {', '.join(e.trained_extractors)} (joined by "
-                   f"{' or '.join(e.symmetrize)}{_menu_name(e.word_vectors)}) on the dev set, "
-                   f"dev AER {100 * best.aer:.1f}")
-        at = "c" if e.trained_layer == "c" else f"layer {best.extraction.layer} (the dev-best layer)"
-        lines.append(f"- {stage.upper()} model extraction at {at}: {_ext_name(ch.links[stage])} ({src})")
-    if cfg.train.get("label_threshold") == DEV and "tlm" in ch.models:
-        lines.append(f"- SSA label τ={ch.models['tlm'].label.extraction.threshold:g}: the stage-1 model's best τ on "
-                     "the dev set")
-        for prev, stage in zip(stages[1:], stages[2:]):
-            if e.round_labels == DEV and prev in ch.models:
-                lines.append(f"- {stage.upper()} labels {_ext_name(ch.models[prev].joined.extraction)}: the "
-                             f"{prev.upper()} model's best softmax extraction at c on the dev set "
-                             "(experiment.round_labels = dev)")
-            else:
-                lines.append(f"- {stage.upper()} label τ={ch.models[prev].label.extraction.threshold:g}: the "
-                             f"{prev.upper()} model's best τ at c on the dev set")
+    lines += ["## Where every choice came from", "", *_choice_lines(cfg, ch, fmt)]
     for k, v in e.chosen_on.items():
         lines.append(f"- {k}: {v}")
     if results["fig3"]:
@@ -194,6 +167,39 @@ def render_report(cfg, results: dict, chosen: set[str], ch: DevChoices) -> str:
     lines += ["", "Paper (mBERT, 1.1–1.9M pairs, Table 2): Cross-Align De-En 13.6, En-Fr 3.4, Zh-En 10.1, "
               "Ja-En 35.4; SimAlign 18.8 / 7.6 / 21.6 / 46.6.", ""]
     return "\n".join(lines)
+
+
+def _choice_lines(cfg, ch: DevChoices, fmt: dict) -> list[str]:
+    """The report's list of where every dev choice came from."""
+    e, stages = cfg.experiment, trained_stages(cfg.experiment)
+    ua, us = ch.untrained_argmax.extraction, ch.untrained_softmax.extraction
+    lines = [f"- untrained baselines: mutual argmax{fmt['sa']} at layer {ua.layer} "
+             f"(dev AER {100 * ch.untrained_argmax.aer:.1f}), softmax at layer "
+             f"{us.layer} with τ={us.threshold:g}{fmt['ss']} "
+             f"(dev AER {100 * ch.untrained_softmax.aer:.1f}): the best of the sweep on the dev set",
+             f"- m={ch.m}: " + ("the best untrained mutual-argmax layer (piece-level join) minus 1, on the dev set"
+                                if cfg.model.get("m", DEV) == DEV else "set in [model]")]
+    for stage in (s for s in stages if s in ch.links):
+        best = ch.models[stage].best
+        src = "set in [model]"
+        if cfg.model.get("threshold", DEV) == DEV:
+            src = (f"the best of {', '.join(e.trained_extractors)} (joined by "
+                   f"{' or '.join(e.symmetrize)}{_menu_name(e.word_vectors)}) on the dev set, "
+                   f"dev AER {100 * best.aer:.1f}")
+        at = "c" if e.trained_layer == "c" else f"layer {best.extraction.layer} (the dev-best layer)"
+        lines.append(f"- {stage.upper()} model extraction at {at}: {_ext_name(ch.links[stage])} ({src})")
+    if cfg.train.get("label_threshold") == DEV and "tlm" in ch.models:
+        lines.append(f"- SSA label τ={ch.models['tlm'].label.extraction.threshold:g}: the stage-1 model's best τ on "
+                     "the dev set")
+        for prev, stage in zip(stages[1:], stages[2:]):
+            if e.round_labels == DEV and prev in ch.models:
+                lines.append(f"- {stage.upper()} labels {_ext_name(ch.models[prev].joined.extraction)}: the "
+                             f"{prev.upper()} model's best softmax extraction at c on the dev set "
+                             "(experiment.round_labels = dev)")
+            else:
+                lines.append(f"- {stage.upper()} label τ={ch.models[prev].label.extraction.threshold:g}: the "
+                             f"{prev.upper()} model's best τ at c on the dev set")
+    return lines
 
 
 def plot_figures(results: dict, plots: Path) -> None:
