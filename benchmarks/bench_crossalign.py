@@ -15,7 +15,8 @@ Not a test. Protocol:
 * extraction: :meth:`CrossAligner.align` on ``--pairs`` pairs, the Cross-Align model at its alignment layer
   against the untrained encoder (mutual argmax at the same layer), batch 32; ``extract/crossalign-gdfa`` joins the
   two directions by grow-diag-final-and instead of the paper's piece-level intersection, and
-  ``extract/crossalign-gdfa-mean`` does so on each word's mean piece state (``word_vectors = "mean"``).
+  ``extract/crossalign-gdfa-mean`` does so on each word's mean piece state (``word_vectors = "mean"``). Each
+  variant names its :class:`~xlpe.align.crossalign_extract.Extraction` in the text form (``"extraction"``).
 
 Usage::
 
@@ -54,6 +55,7 @@ def worker(spec: dict) -> dict:
 
     torch.set_num_threads(spec["threads"])
     from xlpe.align.crossalign import CrossAligner
+    from xlpe.align.crossalign_extract import Extraction
     from xlpe.align.crossalign_train import TrainConfig, train_stage
     if spec["kind"] == "train":
         al = CrossAligner.from_encoder(spec["model"], m=spec["m"], n=spec["n"])
@@ -69,8 +71,8 @@ def worker(spec: dict) -> dict:
                 data = PairData(al, spec["src"], spec["tgt"])
                 amp = autocast_context(spec["amp"], torch.device("cpu"))
                 t0 = time.perf_counter()
-                cached_labels(Path(out) / LABELS, al.model, data, layer=al.config.align_layer,
-                              threshold=cfg.label_threshold, device="cpu", autocast=amp, progress=False)
+                cached_labels(Path(out) / LABELS, al.model, data, cfg.labels(al.config.align_layer), device="cpu",
+                              autocast=amp, progress=False)
                 extra["label_pairs_per_s"] = round(len(data) / (time.perf_counter() - t0), 2)
             train_stage(spec["stage"], al, spec["src"], spec["tgt"], out, cfg)
             rows = (Path(out) / "train_log.csv").read_text().splitlines()
@@ -78,15 +80,14 @@ def worker(spec: dict) -> dict:
         return {"pairs_per_s": float(last["pairs_per_s"]), **extra, "peak_rss_mb": round(_vm_hwm_mb(), 1)}
     src = [line.split() for line in Path(spec["src"]).read_text(encoding="utf-8").splitlines()]
     tgt = [line.split() for line in Path(spec["tgt"]).read_text(encoding="utf-8").splitlines()]
-    if spec["method"] == "argmax":
+    extraction = Extraction.parse(spec["extraction"])
+    if extraction.method == "argmax":           # the untrained encoder
         al = CrossAligner.load(spec["model"])
-        kwargs = {"method": "argmax", "layer": spec["layer"]}
     else:
         al = CrossAligner.from_encoder(spec["model"], m=spec["m"], n=spec["n"])
-        kwargs = {"symmetrize": spec.get("symmetrize", "pieces"), "word_vectors": spec.get("word_vectors", "pieces")}
-    al.align(src[:32], tgt[:32], **kwargs)                         # warm-up
+    al.align(src[:32], tgt[:32], extraction=extraction)            # warm-up
     t0 = time.perf_counter()
-    al.align(src, tgt, **kwargs)
+    al.align(src, tgt, extraction=extraction)
     dt = time.perf_counter() - t0
     return {"pairs_per_s": round(len(src) / dt, 2), "peak_rss_mb": round(_vm_hwm_mb(), 1)}
 
@@ -143,11 +144,15 @@ def main(argv=None) -> None:
             for amp in ("none", "bf16"):
                 variants[f"{stage}/{vocab}/{amp}"] = {**common, "kind": "train", "stage": stage, "model": str(model),
                                                       "amp": amp, "steps": args.steps, "batch": args.batch}
-    variants["extract/crossalign"] = {**common, "kind": "extract", "method": "crossalign", "model": str(pruned)}
-    variants["extract/crossalign-gdfa"] = {**variants["extract/crossalign"], "symmetrize": "grow-diag-final-and"}
-    variants["extract/crossalign-gdfa-mean"] = {**variants["extract/crossalign-gdfa"], "word_vectors": "mean"}
-    variants["extract/untrained-argmax"] = {**common, "kind": "extract", "method": "argmax", "model": str(pruned),
-                                            "layer": args.m + 1}
+    # the model's settings (CrossAlignConfig's defaults) at its alignment layer, and two joins of [I]
+    variants["extract/crossalign"] = {**common, "kind": "extract", "model": str(pruned),
+                                      "extraction": "softmax tau=0.15 sink=cls join=pieces states=pieces"}
+    variants["extract/crossalign-gdfa"] = {**variants["extract/crossalign"],
+                                           "extraction": "softmax tau=0.15 sink=cls join=grow-diag-final-and"}
+    variants["extract/crossalign-gdfa-mean"] = {**variants["extract/crossalign"], "extraction":
+                                                "softmax tau=0.15 sink=cls join=grow-diag-final-and states=mean"}
+    variants["extract/untrained-argmax"] = {**common, "kind": "extract", "model": str(pruned),
+                                            "extraction": f"argmax sink=none layer={args.m + 1}"}
     if args.only:
         variants = {k: v for k, v in variants.items() if k.startswith(tuple(args.only))}
     runs = {k: [] for k in variants}

@@ -68,7 +68,7 @@ def main(argv=None) -> None:
         m = CrossAligner.from_pretrained(args.out / "model" / stage / "model")
         for sym in ("pieces", "grow-diag-final-and"):
             for tau in (0.05, 0.1, 0.2, 0.3):
-                a = corpus_aer(m.align(ts, tt, threshold=tau, symmetrize=sym), gold)
+                a = corpus_aer(m.align(ts, tt, extraction=m.extraction(threshold=tau, symmetrize=sym)), gold)
                 out["test_aer"][f"{stage} τ={tau} {sym}"] = [round(100 * x, 2) for x in (a.aer, a.precision, a.recall)]
     print(json.dumps(out, indent=1, ensure_ascii=False))
 

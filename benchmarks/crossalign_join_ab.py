@@ -20,27 +20,26 @@ Not a test. Usage::
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 
-from xlpe.align.crossalign import CrossAligner
+from xlpe.align.crossalign import CONFIG_NAME, CrossAligner
 from xlpe.evaluate.significance import aer_score, aer_stats, compare
-from xlpe.experiments import cross_align as ca
-from xlpe.experiments.cross_align_report import ext_key, split_key
-from xlpe.experiments.cross_align_sweep import best, grid_from_json, menu
+from xlpe.experiments.cross_align_sweep import DevChoice, best, grid_from_json, key_extraction, menu
 from xlpe.io.alignments import read_alignments
 
 
-def _piece_states_choice(run: Path, cfg: dict, stage: str) -> tuple[int, object, float]:
-    """``(layer, key, dev AER)``: the best extraction on piece states in the stage's cached dev sweep, among the
-    recipe's extractors and joins, at c or at every layer as ``experiment.trained_layer`` says."""
+def _piece_states_choice(run: Path, cfg: dict, stage: str, null_sink: str) -> DevChoice:
+    """The best extraction on piece states in the stage's cached dev sweep, among the recipe's extractors and
+    joins, at c or at every layer as ``experiment.trained_layer`` says."""
     e = cfg["experiment"]
     res = json.loads((run / f"dev-{stage}" / "done.json").read_text())["result"]
     grid = grid_from_json(res["grid"])
     bases = (list(e["thresholds"]) if "softmax" in e["trained_extractors"] else []) + (
         ["argmax"] if "argmax" in e["trained_extractors"] else [])
     layers = [res["align_layer"]] if e["trained_layer"] == "c" else None
-    return best(grid, layers=layers, keys=menu(bases, e["symmetrize"], ["pieces"]))
+    return best(grid, menu(bases, null_sink, e["symmetrize"], ["pieces"]), layers)
 
 
 def main(argv=None) -> None:
@@ -58,18 +57,19 @@ def main(argv=None) -> None:
     cfg, ch = doc["config"], doc["results"]["choices"]
     st = args.stage
     seeds = args.seeds or cfg["experiment"]["seeds"][:1]
+    model = args.run / f"train-{cfg['data']['dev_pair']}-s{seeds[0]}-{st}" / "ssa" / "model"
+    sink = json.loads((model / CONFIG_NAME).read_text())["null_sink"]       # its softmax extraction's null sink
     chosen_layer = ch[f"{st}_layer"] if cfg["experiment"]["trained_layer"] == "dev" else None
+    chosen = key_extraction(ch[f"{st}_extraction"], null_sink=sink, layer=chosen_layer)
+    dev_aer = None
     if args.against == "paper-join":
-        base, sym, vec = split_key(ch[f"{st}_extraction"])
-        key, layer, dev_aer = ext_key(base, "pieces", vec), chosen_layer, None
+        against = dataclasses.replace(chosen, symmetrize="pieces")
     else:
-        layer, key, dev_aer = _piece_states_choice(args.run, cfg, st)
-        layer = layer if chosen_layer is not None else None
-    kw = ca._extraction(key)
-    if layer is not None:
-        kw["layer"] = layer
-    out = {"stage": st, "seeds": seeds, "chosen": {"extraction": ch[f"{st}_extraction"], "layer": chosen_layer},
-           "against": {"what": args.against, "extraction": key, "layer": layer,
+        choice = _piece_states_choice(args.run, cfg, st, sink)
+        against, dev_aer = choice.extraction, choice.aer
+        against = against if chosen_layer is not None else dataclasses.replace(against, layer=None)
+    out = {"stage": st, "seeds": seeds, "chosen": str(chosen),
+           "against": {"what": args.against, "extraction": str(against),
                        **({"dev_aer": round(100 * dev_aer, 2)} if dev_aer is not None else {})}, "pairs": {}}
     for pair in args.pairs or doc["results"]["pairs"]:
         d = args.run / f"data-{pair}"
@@ -81,7 +81,7 @@ def main(argv=None) -> None:
         for seed in seeds:
             chosen = list(read_alignments(args.run / f"links-{pair}" / f"{st}-s{seed}.align", 0, lengths=lengths))
             al = CrossAligner.from_pretrained(args.run / f"train-{pair}-s{seed}-{st}" / "ssa" / "model")
-            other = al.align([s.split(" ") for s in src], [t.split(" ") for t in tgt], **kw)
+            other = al.align([s.split(" ") for s in src], [t.split(" ") for t in tgt], extraction=against)
             a.append(aer_stats(other[sl], gold[sl]))
             b.append(aer_stats(chosen[sl], gold[sl]))
         c = compare("AER", a, b, aer_score, higher_is_better=False, resamples=args.resamples, paired_seeds=True)

@@ -13,10 +13,13 @@ pytest.importorskip("eflomal")
 
 from _crossalign_toy import PAIRS, write_encoder  # noqa: E402
 
+from xlpe.align.crossalign_extract import Extraction  # noqa: E402
 from xlpe.cli import main  # noqa: E402
 from xlpe.errors import ConfigError  # noqa: E402
 from xlpe.evaluate.aer import corpus_aer  # noqa: E402
 from xlpe.experiments import cross_align as ca  # noqa: E402
+from xlpe.experiments.cache import digest, file_sig  # noqa: E402
+from xlpe.experiments.cross_align_sweep import key_extraction  # noqa: E402
 from xlpe.io.alignments import read_alignments  # noqa: E402
 
 # gold: the pairs of equal length, aligned word for word (1-based); two more by hand
@@ -54,9 +57,27 @@ def _assert_ssa_links(run, d, **extraction):
     from xlpe.align.crossalign import CrossAligner
     al = CrossAligner.from_pretrained(run / "train-ende-s42-ssa" / "ssa" / "model")
     src, tgt, lengths = _gold(d / "ende")
-    want = al.align(src, tgt, threshold=0.1, **extraction)
+    want = al.align(src, tgt, extraction=al.extraction(threshold=0.1, **extraction))
     assert list(read_alignments(run / "links-ende" / "ssa-s42.align", 0, lengths=lengths)) == want
-    assert want != al.align(src, tgt, threshold=0.1)
+    assert want != al.align(src, tgt, extraction=al.extraction(threshold=0.1))
+
+
+def _links_key_is(run, pair, system, **material):
+    """``links-<pair>/<system>.key`` is the digest the recipe gave ``material`` and the gold text before extractions
+    were typed (commit d20401d): a run made then keeps its links."""
+    p = run / f"data-{pair}"
+    assert (run / f"links-{pair}" / f"{system}.key").read_text() == digest(
+        {**material, "text": file_sig(str(p / "gold.src"), str(p / "gold.tgt"))})
+
+
+def _old_menu_key(symmetrize: str, word_vectors: str) -> dict:
+    """An untrained baseline's join and states as its links key had them: left out where the paper's."""
+    return {**({} if symmetrize == "pieces" else {"symmetrize": [symmetrize]}),
+            **({} if word_vectors == "pieces" else {"word_vectors": [word_vectors]})}
+
+
+def _model_sig(run, stage_dir: str, stage: str):
+    return file_sig(*ca._weights(str(run / stage_dir / stage / "model")))
 
 
 @pytest.fixture(scope="module")
@@ -116,6 +137,77 @@ def test_recipe_reports_the_test_part_with_dev_choices(setup):
     assert json.loads((out / "results.json").read_text())["results"]["choices"]["m"] == ch["m"]
 
 
+def test_extraction_key_material_is_the_old_form():
+    """Typed extractions give the sweep keys, the untrained baselines' links keys, the dev choices' order in
+    results.json and the menus' order (the dev set's tie-break) the string / keyword form gave."""
+    from xlpe.experiments.cross_align_sweep import DevChoice, DevChoices, ModelChoices, menu, sweep_key, sweep_menu
+    for ext, key in ((Extraction(threshold=0.1), 0.1), (Extraction(threshold=0.1, null_sink="none"), 0.1),
+                     (Extraction(threshold=0.3, symmetrize="gdfa"), "0.3|grow-diag-final-and"),
+                     (Extraction(threshold=0.4, word_vectors="mean", symmetrize="gdfa", layer=7),
+                      "0.4|grow-diag-final-and|mean"),
+                     (Extraction(threshold=0.1, word_vectors="mean"), "0.1|pieces|mean"),
+                     (Extraction(method="argmax", null_sink="none"), "argmax"),
+                     (Extraction(method="argmax", null_sink="none", symmetrize="union"), "argmax|union"),
+                     (Extraction(method="argmax", null_sink="none", word_vectors="mean"), "argmax|pieces|mean")):
+        assert sweep_key(ext) == key and type(sweep_key(ext)) is type(key)
+        assert key_extraction(key, null_sink=ext.null_sink, layer=ext.layer) == ext
+        assert key_extraction(str(key), null_sink=ext.null_sink, layer=ext.layer) == ext
+    assert ca.untrained_key(Extraction(method="argmax", null_sink="none", layer=7)) == {"layer": 7}
+    assert ca.untrained_key(Extraction(threshold=0.5, null_sink="none", layer=7, symmetrize="gdfa")) == {
+        "layer": 7, "tau": 0.5, "symmetrize": ["grow-diag-final-and"]}
+    assert ca.untrained_key(Extraction(method="argmax", null_sink="none", layer=6, word_vectors="mean")) == {
+        "layer": 6, "word_vectors": ["mean"]}
+    assert [sweep_key(x) for x in menu(["argmax", 0.1], "cls", ["pieces", "union"], ["pieces", "mean"])] == [
+        "argmax", 0.1, "argmax|union", "0.1|union", "argmax|pieces|mean", "0.1|pieces|mean", "argmax|union|mean",
+        "0.1|union|mean"]
+    assert [sweep_key(x) for x in sweep_menu([0.2], "cls", ["union"])] == ["argmax", 0.2, "argmax|union", "0.2|union"]
+    assert {x.null_sink for x in sweep_menu([0.2], "cls") if x.method == "softmax"} == {"cls"}
+
+    def chose(ext, aer):
+        return DevChoice(ext, aer)
+    ch = DevChoices(m=6, n=2, untrained_argmax=chose(Extraction(method="argmax", null_sink="none", layer=7), 0.2),
+                    untrained_softmax=chose(Extraction(threshold=0.5, null_sink="none", layer=7, symmetrize="gdfa"),
+                                            0.21))
+    ssa = ModelChoices(label=chose(Extraction(threshold=0.2, layer=7), 0.19),
+                       joined=chose(Extraction(threshold=0.3, layer=7, symmetrize="gdfa"), 0.18),
+                       best=chose(Extraction(threshold=0.4, layer=6, symmetrize="gdfa", word_vectors="mean"), 0.17))
+    ch.models["ssa"] = ssa
+    ch.links["ssa"] = ssa.best.extraction
+    assert list(ch.to_json().items()) == [
+        ("untrained_argmax_layer", 7), ("untrained_softmax_layer", 7), ("untrained_softmax_threshold", 0.5),
+        ("untrained_softmax_symmetrize", "grow-diag-final-and"), ("untrained_argmax_symmetrize", "pieces"),
+        ("m", 6), ("n", 2), ("untrained_argmax_vectors", "pieces"), ("untrained_softmax_vectors", "pieces"),
+        ("dev_untrained_argmax_aer", 0.2), ("dev_untrained_softmax_aer", 0.21),
+        ("ssa_joined", "0.3|grow-diag-final-and"), ("ssa_threshold", 0.2),
+        ("ssa_extractor", "0.4|grow-diag-final-and|mean"), ("dev_ssa_aer", 0.17), ("ssa_layer", 6),
+        ("ssa_extraction", "0.4|grow-diag-final-and|mean")]
+
+
+def test_stage_and_links_keys_are_those_of_the_old_keyword_form(setup):
+    """Every links key and the dev stages' keys of the run are the digests of the key material the recipe built
+    from its string-keyed choices and loose keywords before extractions were typed (written out here)."""
+    d, out, doc, r = setup
+    ch = json.loads((out / "results.json").read_text())["results"]["choices"]
+    enc = file_sig(*ca._weights(str(d / "enc")))
+    for pair in ("ende", "deen"):
+        _links_key_is(out, pair, "untrained-argmax", model=enc, layer=ch["untrained_argmax_layer"])
+        _links_key_is(out, pair, "untrained-softmax", model=enc, layer=ch["untrained_softmax_layer"],
+                      tau=ch["untrained_softmax_threshold"])
+        for stage in ("tlm", "ssa"):
+            _links_key_is(out, pair, f"{stage}-s42", model=_model_sig(out, f"train-{pair}-s42-{stage}", stage),
+                          extraction=ch[f"{stage}_extraction"])
+        _links_key_is(out, pair, "no-training", model=enc, opts={"n": 2, "m": ch["m"]}, seed=42,
+                      extraction=ch["ssa_extraction"])
+
+    def key(stage):
+        return json.loads((out / stage / "done.json").read_text())["key"]
+    assert key("dev-untrained") == digest({"model": enc, "lines": 3, "layers": [], "thresholds": [0.1, 0.3],
+                                           "gold": file_sig(str(out / "data-ende" / "gold.talp"))})
+    for stage in ("tlm", "ssa"):
+        assert key(f"dev-{stage}") == digest({"model": _model_sig(out, f"train-ende-s42-{stage}", stage), "lines": 3,
+                                              "thresholds": [0.1, 0.3]})
+
+
 def test_second_run_is_cached(setup, caplog):
     d, out, doc, r = setup
     before = {p: p.stat().st_mtime_ns for p in out.rglob("*.safetensors")}
@@ -166,7 +258,7 @@ def test_trained_layer_dev_extracts_at_the_dev_best_layer(setup, tmp_path, monke
     calls, real_extract = [], ca._extract
 
     def extract(model_dir, pair_paths, **kw):
-        calls.append((str(model_dir), kw))
+        calls.append((str(model_dir), kw["extraction"]))
         return real_extract(model_dir, pair_paths, **kw)
     monkeypatch.setattr(ca, "_extract", extract)
     doc2 = copy.deepcopy(doc)
@@ -177,11 +269,13 @@ def test_trained_layer_dev_extracts_at_the_dev_best_layer(setup, tmp_path, monke
     assert ch["ssa_layer"] == top != ch["m"] + 1 and ch["ssa_extraction"] == "argmax" and ch["dev_ssa_aer"] == 0
     al = CrossAligner.from_pretrained(run2 / "train-ende-s42-ssa" / "ssa" / "model")
     src, tgt, lengths = _gold(d / "ende")
-    want = al.align(src, tgt, layer=top, method="argmax", null_sink="none")
-    ssa_calls = [kw for m, kw in calls if "train-ende-s42-ssa" in m]
-    assert [kw.get("layer") for kw in ssa_calls] == [top]                  # the new key: extracted again, at top
+    want = al.align(src, tgt, extraction=Extraction(method="argmax", null_sink="none", layer=top))
+    ssa_calls = [ext for m, ext in calls if "train-ende-s42-ssa" in m]
+    assert [ext.layer for ext in ssa_calls] == [top]                       # the new key: extracted again, at top
     assert list(read_alignments(run2 / "links-ende" / "ssa-s42.align", 0, lengths=lengths)) == want
     assert f"at layer {top} (the dev-best layer)" in (run2 / "report.md").read_text()
+    _links_key_is(run2, "ende", "ssa-s42", model=_model_sig(run2, "train-ende-s42-ssa", "ssa"), extraction="argmax",
+                  layer=top)
     doc2["experiment"]["trained_layer"] = "best"
     with pytest.raises(ConfigError, match="trained_layer"):
         ca.CrossAlignRecipeConfig.from_dict(doc2).validate()
@@ -200,7 +294,7 @@ def test_symmetrisation_menu_is_chosen_on_dev_for_every_system(setup, tmp_path, 
 
     def sweep(aligner, *a, **k):
         grid = real_sweep(aligner, *a, **k)
-        menus.append(k["symmetrize"])
+        menus.append(list(dict.fromkeys(x.symmetrize for x in k["extractions"])))
         if aligner.config.stages and aligner.config.stages[-1] == "ssa":                # the SSA model's sweep
             c = aligner.config.m + 1
             row = grid[c]["0.1|grow-diag-final-and"]
@@ -220,6 +314,11 @@ def test_symmetrisation_menu_is_chosen_on_dev_for_every_system(setup, tmp_path, 
     assert ch["untrained_argmax_symmetrize"] in ("pieces", "grow-diag-final-and")
     _assert_ssa_links(run2, d, symmetrize="grow-diag-final-and")
     assert "softmax τ=0.1 + grow-diag-final-and" in (run2 / "report.md").read_text()
+    _links_key_is(run2, "ende", "ssa-s42", model=_model_sig(run2, "train-ende-s42-ssa", "ssa"),
+                  extraction="0.1|grow-diag-final-and")
+    enc = file_sig(*ca._weights(str(d / "enc")))
+    _links_key_is(run2, "ende", "untrained-softmax", model=enc, layer=ch["untrained_softmax_layer"],
+                  tau=ch["untrained_softmax_threshold"], **_old_menu_key(ch["untrained_softmax_symmetrize"], "pieces"))
     doc2["experiment"]["symmetrize"] = ["both"]
     with pytest.raises(ConfigError, match="symmetrize must be one of"):
         ca.CrossAlignRecipeConfig.from_dict(doc2).validate()
@@ -308,7 +407,7 @@ def test_further_ssa_rounds_train_on_the_previous_rounds_labels(setup, tmp_path,
         assert "+ssa vs eflomal" not in comps and "+ssa-r2 vs eflomal" not in comps
     r3 = CrossAligner.from_pretrained(run2 / "train-ende-s42-ssa-r3" / "ssa" / "model")
     src, tgt, lengths = _gold(d / "ende")
-    want = r3.align(src, tgt, **ca._extraction(ch["ssa-r3_extraction"]))
+    want = r3.align(src, tgt, extraction=key_extraction(ch["ssa-r3_extraction"], null_sink=r3.config.null_sink))
     assert list(read_alignments(run2 / "links-ende" / "ssa-r3-s42.align", 0, lengths=lengths)) == want
     rep = res["report"]
     table2 = rep.split("## Table 2 analogue")[1].split("##")[0]
@@ -382,11 +481,11 @@ def test_round_labels_dev_takes_the_labelling_models_best_join(setup, tmp_path, 
     ssa = CrossAligner.from_pretrained(run2 / "train-ende-s42-ssa" / "ssa" / "model")
     p = run2 / "data-ende"
     data = cd.PairData(ssa, str(p / "train.src"), str(p / "train.tgt"))
-    want = cd.label_pairs(ssa.model, data, layer=ssa.config.align_layer, threshold=0.3, device="cpu",
-                          symmetrize="grow-diag-final-and")
+    labels = Extraction(threshold=0.3, symmetrize="grow-diag-final-and", layer=ssa.config.align_layer)
+    want = cd.label_pairs(ssa.model, data, labels, device="cpu")
     with np.load(run2 / "train-ende-s42-ssa-r2" / "ssa" / cd.LABELS) as z:
         assert np.array_equal(z["links"], want.links) and np.array_equal(z["offsets"], want.offsets)
-    pieces = cd.label_pairs(ssa.model, data, layer=ssa.config.align_layer, threshold=0.3, device="cpu")
+    pieces = cd.label_pairs(ssa.model, data, Extraction(threshold=0.3, layer=ssa.config.align_layer), device="cpu")
     assert len(pieces.links) < len(want.links)                           # the join made a difference here
     assert "SSA-R2 labels softmax τ=0.3 + grow-diag-final-and" in res["report"]
     doc2["train"]["label_threshold"] = 0.2
@@ -408,7 +507,7 @@ def test_word_state_menu_is_chosen_on_dev_and_round_labels_stay_on_pieces(setup,
 
     def sweep(aligner, *a, **k):
         grid = real_sweep(aligner, *a, **k)
-        menus.append(k["word_vectors"])
+        menus.append(list(dict.fromkeys(x.word_vectors for x in k["extractions"])))
         if aligner.config.stages and aligner.config.stages[-1] == "ssa":
             c = aligner.config.m + 1
             grid[c]["0.1|pieces|mean"] = [grid[c]["0.1|pieces|mean"][3]] * 4                   # AER 0
@@ -426,10 +525,14 @@ def test_word_state_menu_is_chosen_on_dev_and_round_labels_stay_on_pieces(setup,
     assert ch["ssa_extraction"] == "0.1|pieces|mean" and ch["dev_ssa_aer"] == 0
     assert "|mean" not in str(ch["ssa_joined"])                                  # the labels' choice: pieces
     started = json.loads((run2 / "train-ende-s42-ssa-r2" / "started.json").read_text())["params"]["train"]
-    assert started["label_threshold"] == ca.split_key(ch["ssa_joined"])[0]
+    assert started["label_threshold"] == key_extraction(ch["ssa_joined"], null_sink="cls").threshold
     assert "label_word_vectors" not in started          # piece-state labels keep the key they had before the option
     assert ch["untrained_argmax_vectors"] in ("pieces", "mean")
     _assert_ssa_links(run2, d, word_vectors="mean")
+    _links_key_is(run2, "ende", "ssa-s42", model=_model_sig(run2, "train-ende-s42-ssa", "ssa"),
+                  extraction="0.1|pieces|mean")
+    _links_key_is(run2, "deen", "untrained-argmax", model=file_sig(*ca._weights(str(d / "enc"))),
+                  layer=ch["untrained_argmax_layer"], **_old_menu_key("pieces", ch["untrained_argmax_vectors"]))
     rep = res["report"]
     assert "SSA model extraction at c: softmax τ=0.1, word mean states" in rep and "on pieces or mean states" in rep
     doc2["experiment"]["word_vectors"] = ["max"]

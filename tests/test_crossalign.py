@@ -2,6 +2,7 @@
 exact resumption, bad input and the command line, on a tiny random BERT and a WordPiece vocabulary built here."""
 
 import csv
+import dataclasses
 import json
 import logging
 import os
@@ -17,8 +18,9 @@ from transformers import BertConfig, BertModel  # noqa: E402
 import xlpe.align.crossalign_data as cd  # noqa: E402
 import xlpe.align.crossalign_train as ct  # noqa: E402
 from xlpe.align.crossalign import CrossAligner  # noqa: E402
-from xlpe.align.crossalign_extract import (directional_links, key_mask, link_matrix,  # noqa: E402
-                                           softmax_both_ways, symmetrized_word_links, word_links, word_states)
+from xlpe.align.crossalign_extract import (Extraction, directional_links, key_mask, link_matrix,  # noqa: E402
+                                           link_probabilities, softmax_both_ways, symmetrized_word_links,
+                                           word_links, word_states)
 from xlpe.align.symmetrize import METHODS as SYM_METHODS  # noqa: E402
 from xlpe.align.symmetrize import symmetrize_sets  # noqa: E402
 from xlpe.cli import main  # noqa: E402
@@ -129,21 +131,25 @@ def test_align_joins_directions_as_configured(tmp_path):
     name is a ConfigError naming the choices."""
     al = aligner()
     src, tgt = [s for s, _ in PAIRS], [t for _, t in PAIRS]
-    pieces = al.align(src, tgt, threshold=0.1)
-    assert pieces == al.align(src, tgt, threshold=0.1, symmetrize="pieces")
-    gdfa = al.align(src, tgt, threshold=0.1, symmetrize="gdfa")
-    union = al.align(src, tgt, threshold=0.1, symmetrize="union")
+
+    def at(**kw):
+        return al.extraction(threshold=0.1, **kw)
+    pieces = al.align(src, tgt, extraction=at())
+    assert pieces == al.align(src, tgt, extraction=at(symmetrize="pieces"))
+    gdfa = al.align(src, tgt, extraction=at(symmetrize="gdfa"))
+    union = al.align(src, tgt, extraction=at(symmetrize="union"))
     assert all(a.links <= u.links for a, u in zip(pieces + gdfa, union + union))
-    assert all(a.links <= g.links for a, g in zip(al.align(src, tgt, threshold=0.1, symmetrize="intersection"),
+    assert all(a.links <= g.links for a, g in zip(al.align(src, tgt, extraction=at(symmetrize="intersection")),
                                                    gdfa))
-    with_p = al.align(src, tgt, threshold=0.1, symmetrize="grow-diag-final-and", probabilities=True)
+    with_p = al.align(src, tgt, extraction=at(symmetrize="grow-diag-final-and"), probabilities=True)
     assert [a for a, _ in with_p] == gdfa and all(set(q) == a.links for a, q in with_p)
     al.config.symmetrize = "grow-diag-final-and"
     al.save_pretrained(tmp_path / "m")
     again = CrossAligner.from_pretrained(tmp_path / "m", attn_implementation="eager")
-    assert again.config.symmetrize == "grow-diag-final-and" and again.align(src, tgt, threshold=0.1) == gdfa
+    assert again.config.symmetrize == "grow-diag-final-and"
+    assert again.align(src, tgt, extraction=again.extraction(threshold=0.1)) == gdfa
     with pytest.raises(ConfigError, match="symmetrize must be one of pieces, intersection"):
-        al.align(src, tgt, symmetrize="both")
+        al.extraction(symmetrize="both")
 
 
 def test_word_states_are_each_words_mean_piece_state_with_cls_kept():
@@ -180,33 +186,157 @@ def test_align_on_mean_word_states(tmp_path):
     al = aligner()
     src, tgt = [s for s, _ in PAIRS], [t for _, t in PAIRS]
     batch = al.encode([s.split() for s in src], [t.split() for t in tgt])
-    hs, ht = al.hidden_states(batch, al.config.align_layer)
-    (ws, sw), (wt, tw) = word_states(hs, batch.words[:batch.size]), word_states(ht, batch.words[batch.size:])
+    hs, ht, sw, tw = al.states(batch, al.config.align_layer)
+    (ws, sw), (wt, tw) = word_states(hs, sw), word_states(ht, tw)
     fwd, bwd = directional_links(ws, wt, sw, tw, threshold=0.1)
     want = symmetrized_word_links(fwd, bwd, sw, tw, "grow-diag-final-and")
-    got = al.align(src, tgt, threshold=0.1, symmetrize="gdfa", word_vectors="mean")
+
+    def at(**kw):
+        return al.extraction(threshold=0.1, **kw)
+    got = al.align(src, tgt, extraction=at(symmetrize="gdfa", word_vectors="mean"))
     assert [sorted(a.links) for a in got] == [[(i, j) for i, j in row] for row in want]
-    assert got != al.align(src, tgt, threshold=0.1, symmetrize="gdfa")         # several words have several pieces
+    assert got != al.align(src, tgt, extraction=at(symmetrize="gdfa"))       # several words have several pieces
     one = [(s, t) for s, t in PAIRS if len(al.encode([s.split()], [t.split()]).ids[0]) == len(s.split()) + 2
            and len(al.encode([s.split()], [t.split()]).ids[1]) == len(t.split()) + 2]
     assert one, "the toy data has a pair whose words are all single pieces"
     s1, t1 = [s for s, _ in one], [t for _, t in one]
-    assert al.align(s1, t1, threshold=0.1, word_vectors="mean") == al.align(s1, t1, threshold=0.1)
-    with_p = al.align(src, tgt, threshold=0.1, word_vectors="mean", probabilities=True)
+    assert al.align(s1, t1, extraction=at(word_vectors="mean")) == al.align(s1, t1, extraction=at())
+    with_p = al.align(src, tgt, extraction=at(word_vectors="mean"), probabilities=True)
     assert all(set(q) == a.links for a, q in with_p)
     al.config.word_vectors = "mean"
     al.save_pretrained(tmp_path / "m")
     again = CrossAligner.from_pretrained(tmp_path / "m", attn_implementation="eager")
     assert again.config.word_vectors == "mean"
-    assert again.align(src, tgt, threshold=0.1, symmetrize="gdfa") == got
+    assert again.align(src, tgt, extraction=again.extraction(threshold=0.1, symmetrize="gdfa")) == got
     with pytest.raises(ConfigError, match="word_vectors must be one of pieces, mean"):
-        al.align(src, tgt, word_vectors="max")
+        al.extraction(word_vectors="max")
+
+
+def test_extraction_is_one_checked_value_with_a_text_form():
+    """Extraction: the paper's inference settings by default; every field checked when made (the error names the
+    field and its choices); short join names canonical; argmax keeps no τ; str() and parse() round-trip."""
+    e = Extraction()
+    assert (e.method, e.threshold, e.null_sink, e.symmetrize, e.word_vectors, e.layer) == (
+        "softmax", 0.15, "cls", "pieces", "pieces", None)
+    assert str(e) == "softmax tau=0.15 sink=cls join=pieces states=pieces"
+    assert str(Extraction(method="argmax", null_sink="none", symmetrize="gdfa", word_vectors="mean", layer=7)) == (
+        "argmax sink=none join=grow-diag-final-and states=mean layer=7")
+    assert Extraction(symmetrize="gdfa").symmetrize == "grow-diag-final-and"
+    assert Extraction(method="argmax", threshold=0.3) == Extraction(method="argmax")
+    for bad, message in ((dict(method="max"), "method must be one of softmax, argmax"),
+                         (dict(threshold=1.0), r"threshold must be in \[0, 1\)"),
+                         (dict(threshold=True), "threshold must be"),
+                         (dict(null_sink="sep"), "null_sink must be one of cls, none"),
+                         (dict(symmetrize="both"), "symmetrize must be one of pieces, intersection"),
+                         (dict(word_vectors="max"), "word_vectors must be one of pieces, mean"),
+                         (dict(layer=-1), "layer must be an integer >= 0"), (dict(layer=1.5), "layer must be")):
+        with pytest.raises(ConfigError, match=message):
+            Extraction(**bad)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        e.threshold = 0.2
+    for ext in (e, Extraction(threshold=0.001, layer=0), Extraction(method="argmax", symmetrize="union", layer=12),
+                Extraction(threshold=0.4, null_sink="none", symmetrize="grow-diag", word_vectors="mean")):
+        assert Extraction.parse(str(ext)) == ext
+    assert Extraction.parse("layer=3 join=gdfa tau=0.2") == Extraction(threshold=0.2, symmetrize="gdfa", layer=3)
+    assert Extraction.parse("argmax") == Extraction(method="argmax") and Extraction.parse("") == e
+    for bad, message in (("softmax tau=x", "tau must be a number"), ("softmax depth=2", "is not one of tau, sink"),
+                         ("softmax tau=0.1 tau=0.2", "given once"), ("softmax 0.1", "is not one of"),
+                         ("mean", "method must be one of")):
+        with pytest.raises(ConfigError, match=message):
+            Extraction.parse(bad)
+
+
+def _keyword_align(al, src, tgt, *, layer=None, threshold=None, null_sink=None, method="softmax", symmetrize=None,
+                   word_vectors=None, probabilities=False):
+    """The reference: CrossAligner.align as it took the extraction in loose keywords (commit d20401d), from the
+    pure tensor functions, one length-sorted batch."""
+    cfg = al.config
+    layer = cfg.align_layer if layer is None else layer
+    threshold = cfg.threshold if threshold is None else threshold
+    null_sink = cfg.null_sink if null_sink is None else null_sink
+    symmetrize = {"gdfa": "grow-diag-final-and"}.get(symmetrize, symmetrize) or cfg.symmetrize
+    order = sorted(range(len(src)), key=lambda k: src[k].count(" "))
+    b = al.encode([src[k] for k in order], [tgt[k] for k in order])
+    with torch.inference_mode():
+        h = al.model.eval()(b.ids, b.attention, layer=layer)
+    hs, ht, sw, tw = h[:b.size], h[b.size:], b.words[:b.size], b.words[b.size:]
+    if (word_vectors or cfg.word_vectors) == "mean":
+        (hs, sw), (ht, tw) = word_states(hs, sw), word_states(ht, tw)
+    fwd, bwd = directional_links(hs, ht, sw, tw, method=method, threshold=threshold, null_sink=null_sink)
+    p = link_probabilities(hs, ht, sw, tw, null_sink) if probabilities else None
+    words = (word_links(fwd & bwd, sw, tw, p) if symmetrize == "pieces"
+             else symmetrized_word_links(fwd, bwd, sw, tw, symmetrize, p))
+    out = [None] * len(src)
+    for k, links in zip(order, words):
+        out[k] = [tuple(x) for x in links]
+    return out
+
+
+KEYWORD_FORMS = [{}, dict(threshold=0.05), dict(threshold=0.05, null_sink="none"), dict(layer=2, threshold=0.2),
+                 dict(method="argmax"), dict(method="argmax", null_sink="none", layer=3),
+                 dict(threshold=0.05, symmetrize="gdfa"), dict(threshold=0.1, symmetrize="union", null_sink="none"),
+                 dict(threshold=0.05, word_vectors="mean"), dict(threshold=0.1, symmetrize="gdfa", word_vectors="mean"),
+                 dict(method="argmax", symmetrize="grow-diag", word_vectors="mean", null_sink="none", layer=1)]
+
+
+def test_the_typed_extraction_gives_the_links_of_the_old_keyword_form():
+    """align(extraction=...) with each keyword form of the old align (the model's settings where one is not given)
+    gives exactly the old composition's links and probabilities, on a model whose settings are not the defaults."""
+    al = aligner(m=2, n=2, seed=3, threshold=0.08, null_sink="cls", symmetrize="intersection")
+    src, tgt = [s for s, _ in PAIRS], [t for _, t in PAIRS]
+    seen = set()
+    for kw in KEYWORD_FORMS:
+        want = _keyword_align(al, src, tgt, **kw, probabilities=True)
+        got = al.align(src, tgt, extraction=al.extraction(**kw), probabilities=True, batch_size=64)
+        assert [sorted(a.links) for a, _ in got] == [[x[:2] for x in row] for row in want], kw
+        assert all(abs(q[x[:2]] - x[2]) < 1e-6 for (_, q), row in zip(got, want) for x in row)
+        seen.add(tuple(map(tuple, (sorted(a.links) for a, _ in got))))
+    assert len(seen) == len(KEYWORD_FORMS)                              # every form extracts differently here
+
+
+def _keyword_labels(teacher, data, *, layer, threshold, symmetrize="pieces", word_vectors="pieces"):
+    """The reference: SSA's labels as label_pairs computed them from loose keywords (commit d20401d), every pair in
+    one batch: ``{pair: sorted word links}``."""
+    b = data.batch(list(range(len(data))))
+    with torch.inference_mode():
+        h = teacher(b.ids, b.attention, layer=layer)
+    hs, ht, sw, tw = h[:b.size], h[b.size:], b.words[:b.size], b.words[b.size:]
+    if word_vectors == "mean":
+        (hs, sw), (ht, tw) = word_states(hs, sw), word_states(ht, tw)
+    fwd, bwd = directional_links(hs, ht, sw, tw, threshold=threshold, null_sink="cls")
+    rows = word_links(fwd & bwd, sw, tw) if symmetrize == "pieces" else symmetrized_word_links(
+        fwd, bwd, sw, tw, symmetrize)
+    return {p: sorted(map(tuple, r)) for p, r in enumerate(rows)}
+
+
+def test_ssa_labels_and_their_key_match_the_old_keyword_form(corpus, tmp_path):
+    """TrainConfig.labels(c) labels the data exactly as the keyword form did, and names the label file's setting
+    with the key material the keyword form had (the paper's settings left out of it)."""
+    al = aligner(m=2, n=2, seed=4)
+    data = cd.PairData(al, *corpus)
+    digest = data.digest()
+    for kw, key in ((dict(label_threshold=0.2), {"layer": 3, "threshold": 0.2, "data": digest}),
+                    (dict(label_threshold=0.1, label_symmetrize="gdfa"),
+                     {"layer": 3, "threshold": 0.1, "data": digest, "symmetrize": "grow-diag-final-and"}),
+                    (dict(label_threshold=0.1, label_symmetrize="grow-diag-final-and", label_word_vectors="mean"),
+                     {"layer": 3, "threshold": 0.1, "data": digest, "symmetrize": "grow-diag-final-and",
+                      "word_vectors": "mean"})):
+        labels = ct.TrainConfig(**kw).labels(al.config.align_layer)
+        assert cd.label_key(labels, data) == key
+        got = cd.label_pairs(al.model, data, labels, device="cpu", batch_size=3)
+        want = _keyword_labels(al.model, data, layer=3, threshold=kw["label_threshold"],
+                               symmetrize=labels.symmetrize, word_vectors=labels.word_vectors)
+        assert {p: sorted(map(tuple, got.links[got.offsets[p]:got.offsets[p + 1]].tolist()))
+                for p in range(len(data))} == want
+    assert cd.label_key(dataclasses.replace(labels, null_sink="none"), data)["null_sink"] == "none"
+    with pytest.raises(ConfigError, match="needs its layer"):
+        cd.label_pairs(al.model, data, Extraction(), device="cpu")
 
 
 # -- the model --------------------------------------------------------------------------------------------------
 
 def _states(al, layer, src, tgt):
-    return al.hidden_states(al.encode(src, tgt), layer)
+    return al.states(al.encode(src, tgt), layer)[:2]
 
 
 def test_simultaneous_and_sequential_update_differ_only_as_specified():
@@ -286,7 +416,7 @@ def test_ssa_labels_follow_the_null_sink_rule():
     # word links back from piece links ("any" rule)
     piece = torch.zeros(1, 7, 5, dtype=torch.bool)
     piece[0, 2, 3] = piece[0, 3, 2] = True
-    assert torch.equal(cd.word_link_tensor(piece, sw, tw), links)
+    assert word_links(piece, sw, tw) == [[(0, 1), (1, 1)]] == [list(map(tuple, links[0].nonzero().tolist()))]
     # the loss: row-normalised CE with the source-[CLS] row zeroed + column-normalised with the target-[CLS]
     # column zeroed, each over the real pieces (I=4, J=3), computed here by hand
     hs, ht = torch.randn(1, 7, 6), torch.randn(1, 5, 6)
@@ -430,10 +560,11 @@ def test_ssa_labels_are_the_frozen_models_links_computed_once(corpus, tmp_path, 
     [CLS] null sink, "any" rule), computed in one pass and reused while the teacher, data and settings match."""
     al = aligner(m=2, n=2)
     data = cd.PairData(al, *corpus)
-    kw = dict(layer=3, threshold=0.2, device="cpu", autocast=__import__("contextlib").nullcontext, progress=False)
+    labels = Extraction(threshold=0.2, layer=3)
+    kw = dict(device="cpu", autocast=__import__("contextlib").nullcontext, progress=False)
     with caplog.at_level(logging.INFO, logger="xlpe.align.crossalign_data"):
-        links = cd.cached_labels(tmp_path / "l.npz", al.model, data, **kw)
-        want = al.align([s for s, _ in PAIRS], [t for _, t in PAIRS], layer=3, threshold=0.2, null_sink="cls")
+        links = cd.cached_labels(tmp_path / "l.npz", al.model, data, labels, **kw)
+        want = al.align([s for s, _ in PAIRS], [t for _, t in PAIRS], extraction=labels)
         got = [sorted(map(tuple, links.links[links.offsets[p]:links.offsets[p + 1]].tolist()))
                for p in range(len(PAIRS))]
         assert got == [sorted(a.possible) for a in want]
@@ -445,33 +576,32 @@ def test_ssa_labels_are_the_frozen_models_links_computed_once(corpus, tmp_path, 
         for row, p in enumerate(idx):
             assert sorted(map(tuple, t[row].nonzero().tolist())) == got[p]
         caplog.clear()
-        cd.cached_labels(tmp_path / "l.npz", al.model, data, **kw)
+        cd.cached_labels(tmp_path / "l.npz", al.model, data, labels, **kw)
         assert "labels read from" in caplog.text
-        for other in (dict(kw, threshold=0.3), kw):
+        for other in (dataclasses.replace(labels, threshold=0.3), labels):
             caplog.clear()
-            model = al.model if other is not kw else aligner(m=2, n=2, seed=5).model      # another teacher
-            cd.cached_labels(tmp_path / "l.npz", model, data, **other)
+            model = al.model if other is not labels else aligner(m=2, n=2, seed=5).model      # another teacher
+            cd.cached_labels(tmp_path / "l.npz", model, data, other, **kw)
             assert "another teacher, data or setting; labelling again" in caplog.text
         (tmp_path / "l.npz").write_bytes(b"half-written")
-        assert len(cd.cached_labels(tmp_path / "l.npz", al.model, data, **kw).links) == len(links.links)
+        assert len(cd.cached_labels(tmp_path / "l.npz", al.model, data, labels, **kw).links) == len(links.links)
         assert "unreadable" in caplog.text
         # labels joined by a word-level symmetrisation [I]: the extraction's own join, under a key of their own
         caplog.clear()
-        sym = cd.cached_labels(tmp_path / "l.npz", al.model, data, **kw, symmetrize="grow-diag-final-and")
+        joined = dataclasses.replace(labels, symmetrize="grow-diag-final-and")
+        sym = cd.cached_labels(tmp_path / "l.npz", al.model, data, joined, **kw)
         assert "labelling again" in caplog.text
-        want = al.align([s for s, _ in PAIRS], [t for _, t in PAIRS], layer=3, threshold=0.2, null_sink="cls",
-                        symmetrize="grow-diag-final-and")
+        want = al.align([s for s, _ in PAIRS], [t for _, t in PAIRS], extraction=joined)
         got_sym = [sorted(map(tuple, sym.links[sym.offsets[p]:sym.offsets[p + 1]].tolist()))
                    for p in range(len(PAIRS))]
         assert got_sym == [sorted(a.possible) for a in want]
         assert got_sym != got and all(set(g) <= set(s) for g, s in zip(got, got_sym))   # grows the intersection
         # labels on each word's mean piece state [I]: the extraction's word_vectors = "mean", a key of their own
         caplog.clear()
-        mean = cd.cached_labels(tmp_path / "l.npz", al.model, data, **kw, symmetrize="grow-diag-final-and",
-                                word_vectors="mean")
+        on_mean = dataclasses.replace(joined, word_vectors="mean")
+        mean = cd.cached_labels(tmp_path / "l.npz", al.model, data, on_mean, **kw)
         assert "labelling again" in caplog.text
-        want = al.align([s for s, _ in PAIRS], [t for _, t in PAIRS], layer=3, threshold=0.2, null_sink="cls",
-                        symmetrize="grow-diag-final-and", word_vectors="mean")
+        want = al.align([s for s, _ in PAIRS], [t for _, t in PAIRS], extraction=on_mean)
         got_mean = [sorted(map(tuple, mean.links[mean.offsets[p]:mean.offsets[p + 1]].tolist()))
                     for p in range(len(PAIRS))]
         assert got_mean == [sorted(a.possible) for a in want] and got_mean != got_sym
@@ -518,7 +648,8 @@ def test_save_and_load_give_identical_links(tmp_path):
     sdpa = CrossAligner.from_pretrained(tmp_path / "m").align(src, tgt, probabilities=True)   # another kernel
     assert [a for a, _ in sdpa] == [a for a, _ in before]
     assert all(abs(p[k] - q[k]) < 1e-5 for (_, p), (_, q) in zip(sdpa, before) for k in p)
-    assert again.align(src, tgt, method="argmax", layer=2) == al.align(src, tgt, method="argmax", layer=2)
+    argmax = Extraction(method="argmax", layer=2)
+    assert again.align(src, tgt, extraction=argmax) == al.align(src, tgt, extraction=argmax)
 
 
 def test_bad_inputs(tmp_path, encoder_dir, caplog):
@@ -530,7 +661,8 @@ def test_bad_inputs(tmp_path, encoder_dir, caplog):
     # too long: truncated with a warning and a count, never silently
     al.config.max_len = 6
     with caplog.at_level(logging.WARNING):
-        out = al.align(["the cat sat on a mat dog", "a dog"], ["die katze", "hund"], threshold=0.0)
+        out = al.align(["the cat sat on a mat dog", "a dog"], ["die katze", "hund"],
+                       extraction=al.extraction(threshold=0.0))
     assert "1 sentences" in caplog.text and al.truncated == 1
     assert max(i for i, _ in out[0].links) <= 3                         # words 4.. were cut off
     (tmp_path / "gpt").mkdir()
@@ -582,13 +714,14 @@ def test_cli_train_then_align(corpus, encoder_dir, tmp_path, capsys):
     sym = tmp_path / "sym"                                               # a word-level join of the directions
     assert main(["crossalign", "align", str(corpus[0]), str(corpus[1]), "--model", str(model), "-o", str(sym),
                  "--symmetrize", "gdfa", "--threshold", "0.1", "--quiet"]) == 0
-    want = CrossAligner.from_pretrained(model).align([s for s, _ in PAIRS], [t for _, t in PAIRS], threshold=0.1,
-                                                     symmetrize="grow-diag-final-and")
+    trained = CrossAligner.from_pretrained(model)
+    want = trained.align([s for s, _ in PAIRS], [t for _, t in PAIRS],
+                         extraction=trained.extraction(threshold=0.1, symmetrize="grow-diag-final-and"))
     assert sym.read_text().splitlines() == [" ".join(f"{i}-{j}" for i, j in sorted(a.links)) for a in want]
     assert main(["crossalign", "align", str(corpus[0]), str(corpus[1]), "--model", str(model), "-o", str(sym),
                  "--word-vectors", "mean", "--threshold", "0.1", "--quiet"]) == 0
-    want = CrossAligner.from_pretrained(model).align([s for s, _ in PAIRS], [t for _, t in PAIRS], threshold=0.1,
-                                                     word_vectors="mean")
+    want = trained.align([s for s, _ in PAIRS], [t for _, t in PAIRS],
+                         extraction=trained.extraction(threshold=0.1, word_vectors="mean"))
     assert sym.read_text().splitlines() == [" ".join(f"{i}-{j}" for i, j in sorted(a.links)) for a in want]
     assert main(["crossalign", "align", str(corpus[0]), str(corpus[1]), "--model", str(encoder_dir), "-o",
                  str(tmp_path / "x")]) == 1

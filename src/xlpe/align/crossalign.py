@@ -9,8 +9,9 @@ Eq. 4-5) unless ``sequential_cross_update`` (the authors' code: the target atten
 SPEC §7.6). An MLM head (``BertOnlyMLMHead``) is tied to the word embeddings. Everything is built from
 transformers' BERT modules; transformers (the ``xlpe[crossalign]`` extra) is imported only when a model is built.
 
-Extraction (SPEC §7.2; the pure tensor functions, the paper's piece-level join and the word-level joins) lives in
-:mod:`xlpe.align.crossalign_extract`; :meth:`CrossAligner.align` runs it over batches.
+Extraction (SPEC §7.2: the :class:`~xlpe.align.crossalign_extract.Extraction` settings and the one pipeline from a
+layer's states to word links) lives in :mod:`xlpe.align.crossalign_extract`; :meth:`CrossAligner.align` runs it over
+batches of a bitext, :func:`layer_states` giving it the states.
 
 Long sentences are truncated to ``max_len`` subwords ([CLS] and [SEP] included; SPEC §7.2 ``max_len=256``):
 words cut off get no links, and every call logs a warning with the number of truncated sentences (also counted
@@ -38,9 +39,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from xlpe.align.crossalign_extract import (NULL_SINKS, SYMMETRIZE, WORD_VECTORS, check_extraction, check_symmetrize,
-                                           check_word_vectors, directional_links, link_probabilities,
-                                           symmetrized_word_links, word_links, word_states)
+from xlpe.align.crossalign_extract import NULL_SINKS, SYMMETRIZE, WORD_VECTORS, Extraction, check_layer, extract
 from xlpe.config import option
 from xlpe.errors import ConfigError, FormatError
 from xlpe.io.alignments import Alignment
@@ -93,8 +92,7 @@ class CrossAlignConfig:
     init: str | None = None
 
     def __post_init__(self):
-        self.symmetrize = check_symmetrize(self.symmetrize)
-        check_word_vectors(self.word_vectors)
+        self.symmetrize = self.extraction().symmetrize           # checks the extraction's settings
         if self.m is None:                       # resolved by CrossAligner.from_encoder
             return
         if self.m < 0 or self.n < 0 or self.m + self.n < 1:
@@ -102,9 +100,14 @@ class CrossAlignConfig:
                               f"(got m={self.m}, n={self.n})")
         if self.align_layer is None:
             self.align_layer = self.m + 1 if self.n else self.m
-        check_extraction(self.align_layer, self.threshold, self.null_sink, "softmax", self.m + self.n)
+        check_layer(self.align_layer, self.m + self.n)
         if self.max_len < 3:
             raise ConfigError(f"max_len must be >= 3 ([CLS] + one piece + [SEP]), not {self.max_len}")
+
+    def extraction(self) -> Extraction:
+        """The extraction these settings name: softmax at ``threshold`` on the alignment layer."""
+        return Extraction(threshold=self.threshold, null_sink=self.null_sink, symmetrize=self.symmetrize,
+                          word_vectors=self.word_vectors, layer=self.align_layer)
 
 
 # -- the model (built lazily: transformers is optional) ---------------------------------------------------
@@ -363,31 +366,28 @@ class CrossAligner:
 
     # -- inference ------------------------------------------------------------------------------------
 
-    @torch.inference_mode()
-    def hidden_states(self, batch: Batch, layer: int) -> tuple[Tensor, Tensor]:
-        """Source and target states after ``layer`` (0 = embeddings)."""
+    def states(self, batch: Batch, layer: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """:func:`layer_states` of a batch with this model (in eval mode, on its device)."""
         self.model.eval()
-        b = batch.to(self.device)
-        h = self.model(b.ids, b.attention, layer=layer)
-        return h[:b.size], h[b.size:]
+        return layer_states(self.model, batch.to(self.device), layer)
+
+    def extraction(self, **changes) -> Extraction:
+        """The directory's extraction settings (:meth:`CrossAlignConfig.extraction`) with ``changes``, e.g.
+        ``threshold=0.1``; what :meth:`align` uses without an ``extraction``."""
+        return dataclasses.replace(self.config.extraction(), **changes)
 
     def align(self, src: Sequence[str | Sequence[str]], tgt: Sequence[str | Sequence[str]], *,
-              layer: int | None = None, threshold: float | None = None, null_sink: str | None = None,
-              method: str = "softmax", symmetrize: str | None = None, word_vectors: str | None = None,
-              probabilities: bool = False, batch_size: int = 32, first_line: int = 1) -> list:
+              extraction: Extraction | None = None, probabilities: bool = False, batch_size: int = 32,
+              first_line: int = 1) -> list:
         """Word alignments (0-based) of sentence pairs (strings split on ASCII space, or token lists).
 
-        ``layer``, ``threshold``, ``null_sink``, ``symmetrize`` and ``word_vectors`` default to the directory's
-        settings. Returns one :class:`~xlpe.io.alignments.Alignment` per pair; with ``probabilities`` one
-        ``(Alignment, {link: p})``.
+        ``extraction`` defaults to the directory's settings (:meth:`extraction`); its ``layer`` ``None`` is the
+        model's alignment layer. Returns one :class:`~xlpe.io.alignments.Alignment` per pair; with
+        ``probabilities`` one ``(Alignment, {link: p})``.
         """
-        cfg = self.config
-        layer = cfg.align_layer if layer is None else layer
-        threshold = cfg.threshold if threshold is None else threshold
-        null_sink = cfg.null_sink if null_sink is None else null_sink
-        symmetrize = check_symmetrize(cfg.symmetrize if symmetrize is None else symmetrize)
-        word_vectors = check_word_vectors(cfg.word_vectors if word_vectors is None else word_vectors)
-        check_extraction(layer, threshold, null_sink, method, cfg.m + cfg.n)
+        cfg, ext = self.config, self.extraction() if extraction is None else extraction
+        ext = ext if ext.layer is not None else dataclasses.replace(ext, layer=cfg.align_layer)
+        check_layer(ext.layer, cfg.m + cfg.n)
         if len(src) != len(tgt):
             raise ConfigError(f"{len(src)} source sentences but {len(tgt)} target sentences")
         out: list = [None] * len(src)
@@ -397,15 +397,7 @@ class CrossAligner:
             idx = order[k:k + batch_size].tolist()
             batch = self._encode_subset(src, tgt, idx, first_line)
             cut += batch.truncated
-            hs, ht = self.hidden_states(batch, layer)
-            sw, tw = batch.words[:batch.size].to(hs.device), batch.words[batch.size:].to(hs.device)
-            if word_vectors == "mean":
-                (hs, sw), (ht, tw) = word_states(hs, sw), word_states(ht, tw)
-            fwd, bwd = directional_links(hs, ht, sw, tw, method=method, threshold=threshold, null_sink=null_sink)
-            p = link_probabilities(hs, ht, sw, tw, null_sink) if probabilities else None
-            words = (word_links(fwd & bwd, sw, tw, p) if symmetrize == "pieces"
-                     else symmetrized_word_links(fwd, bwd, sw, tw, symmetrize, p))
-            for i, links in zip(idx, words):
+            for i, links in zip(idx, extract(*self.states(batch, ext.layer), ext, probabilities=probabilities)):
                 a = Alignment.from_links((x[0], x[1]) for x in links)
                 out[i] = (a, {(x[0], x[1]): x[2] for x in links}) if probabilities else a
         if cut:
@@ -420,6 +412,15 @@ class CrossAligner:
         except FormatError as e:                          # name the line in the caller's numbering
             bad = idx[e.line - 1]
             raise FormatError(e.message, e.path, first_line + bad, e.expected) from None
+
+
+@torch.inference_mode()
+def layer_states(model, batch: Batch, layer: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """The states after ``layer`` (0 = embeddings) of a batch already on the model's device: source states, target
+    states and their word indices, the input of :func:`~xlpe.align.crossalign_extract.extract`."""
+    h = model(batch.ids, batch.attention, layer=layer)
+    B = batch.size
+    return h[:B], h[B:], batch.words[:B], batch.words[B:]
 
 
 def encode_words(tokenizer, sentences: list[list[str]], max_len: int) -> tuple[list[list[int]], list[list[int]], int]:

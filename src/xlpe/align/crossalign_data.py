@@ -3,9 +3,10 @@ SSA's labels (SPEC §7.4.1).
 
 * :class:`PairData`: ``[CLS] pieces [SEP]`` ids and word indices of every pair as flat arrays, batched on demand.
 * :class:`PairSampler`: one shuffled order per ``(seed, epoch)``, its position saved in checkpoints (exact resume).
-* :func:`label_pairs` / :func:`cached_labels`: the frozen stage-1 model's word links of every pair, computed once in
-  a length-sorted pass and kept in ``OUT/ssa_labels.npz`` under a digest of the teacher's weights, the data and the
-  settings (:class:`WordLinks`); every epoch and a resumed run read them.
+* :func:`label_pairs` / :func:`cached_labels`: the frozen stage-1 model's word links of every pair by the labels'
+  :class:`~xlpe.align.crossalign_extract.Extraction` (the one extraction pipeline), computed once in a length-sorted
+  pass and kept in ``OUT/ssa_labels.npz`` under a digest of the teacher's weights, the data and the settings
+  (:class:`WordLinks`); every epoch and a resumed run read them.
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from xlpe.align.crossalign import Batch, CrossAligner, collate, encode_words
-from xlpe.align.crossalign_extract import directional_links, link_matrix, symmetrized_word_arrays, word_states
-from xlpe.errors import XlpeError
+from xlpe.align.crossalign import Batch, CrossAligner, collate, encode_words, layer_states
+from xlpe.align.crossalign_extract import Extraction, extract
+from xlpe.errors import ConfigError, XlpeError
 from xlpe.io.atomic import atomic_write
 from xlpe.io.bitext import read_bitext
 from xlpe.runtime import progress_bar
@@ -33,18 +34,6 @@ from xlpe.runtime import progress_bar
 log = logging.getLogger(__name__)
 
 LABELS = "ssa_labels.npz"
-
-
-def word_link_tensor(links: Tensor, src_words: Tensor, tgt_words: Tensor) -> Tensor:
-    """Subword links ``(B, Ts, Tt)`` -> word links ``(B, Ws, Wt)`` by the "any" rule."""
-    B = links.shape[0]
-    ws, wt = int(src_words.max().item()) + 1, int(tgt_words.max().item()) + 1
-    valid = links & (src_words >= 0)[:, :, None] & (tgt_words >= 0)[:, None, :]
-    b, i, j = valid.nonzero(as_tuple=True)
-    out = torch.zeros(B, max(ws, 1), max(wt, 1), dtype=torch.bool, device=links.device)
-    out[b, src_words[b, i], tgt_words[b, j]] = True
-    return out
-
 
 
 class PairData:
@@ -124,34 +113,24 @@ class WordLinks:
         return out.to(src_words.device)
 
 
-def label_pairs(teacher, data: PairData, *, layer: int, threshold: float, device, autocast=contextlib.nullcontext,
-                batch_size: int = 32, progress: bool = False, symmetrize: str = "pieces",
-                word_vectors: str = "pieces") -> WordLinks:
-    """SSA's labels (SPEC §7.4.1): the word links of every pair by the frozen ``teacher`` at ``layer``,
-    softmax both ways at ``threshold`` with the [CLS] null sink, in batches of similar length. ``symmetrize``:
-    the two directions joined at the piece level (``"pieces"``, the paper) or each direction's word links joined
-    by a word-level symmetrisation (``[I]``, as the extraction's ``symmetrize``); ``word_vectors = "mean"``
-    compares each word's mean piece state instead of pieces (``[I]``, as the extraction's)."""
+def label_pairs(teacher, data: PairData, labels: Extraction, *, device, autocast=contextlib.nullcontext,
+                batch_size: int = 32, progress: bool = False) -> WordLinks:
+    """SSA's labels (SPEC §7.4.1): the word links of every pair by the frozen ``teacher`` (the model of a
+    :class:`CrossAligner`) with the ``labels`` extraction, whose ``layer`` must be set (SPEC: softmax both ways at
+    the label τ with the [CLS] null sink, the paper's piece-level join on piece states; ``[I]``: a word-level join,
+    mean word states), in batches of similar length."""
+    if labels.layer is None:
+        raise ConfigError("the SSA labels' extraction needs its layer (the teacher's alignment layer)")
     order = np.argsort(data.lengths(), kind="stable")
     parts = []
     bar = progress_bar(progress, math.ceil(len(order) / batch_size), 0, desc="ssa labels")
     teacher.eval()
     for k in range(0, len(order), batch_size):
         idx = order[k:k + batch_size]
-        b = data.batch(idx.tolist()).to(device)
-        sw, tw = b.words[:b.size], b.words[b.size:]
         with torch.inference_mode(), autocast():
-            h = teacher(b.ids, b.attention, layer=layer)
-            hs, ht = h[:b.size], h[b.size:]
-            if word_vectors == "mean":
-                (hs, sw), (ht, tw) = word_states(hs, sw), word_states(ht, tw)
-            if symmetrize == "pieces":
-                g = link_matrix(hs, ht, sw, tw, threshold=threshold, null_sink="cls")
-                bi, i, j = (x.cpu().numpy() for x in word_link_tensor(g, sw, tw).nonzero(as_tuple=True))
-            else:
-                fwd, bwd = directional_links(hs, ht, sw, tw, threshold=threshold, null_sink="cls")
-                bi, i, j = symmetrized_word_arrays(fwd, bwd, sw, tw, symmetrize)
-        parts.append(np.stack([idx[bi], i, j], 1))
+            pairs = extract(*layer_states(teacher, data.batch(idx.tolist()).to(device), labels.layer), labels)
+        ij = np.array([x for links in pairs for x in links], dtype=np.int64).reshape(-1, 2)
+        parts.append(np.column_stack([np.repeat(idx, [len(x) for x in pairs]), ij]))
         if bar is not None:
             bar.update(1)
     if bar is not None:
@@ -162,16 +141,22 @@ def label_pairs(teacher, data: PairData, *, layer: int, threshold: float, device
     return WordLinks(offsets.astype(np.int64), rows[:, 1:].astype(np.int32))
 
 
-def cached_labels(path: Path, teacher, data: PairData, *, layer: int, threshold: float, device, autocast,
-                  progress: bool, symmetrize: str = "pieces", word_vectors: str = "pieces") -> WordLinks:
+def label_key(labels: Extraction, data: PairData) -> dict:
+    """What names a label file's setting beside the teacher's weights: the layer, τ and data, and each other
+    setting where it is not the paper's (so the paper's labels keep the key they always had)."""
+    setting = {"layer": labels.layer, "threshold": labels.threshold, "data": data.digest()}
+    for name, paper in (("symmetrize", "pieces"), ("word_vectors", "pieces"), ("method", "softmax"),
+                        ("null_sink", "cls")):
+        if getattr(labels, name) != paper:
+            setting[name] = getattr(labels, name)
+    return setting
+
+
+def cached_labels(path: Path, teacher, data: PairData, labels: Extraction, *, device, autocast,
+                  progress: bool) -> WordLinks:
     """:func:`label_pairs`, read from ``path`` when it holds the labels of this teacher, data and settings,
     else computed and written there (atomically)."""
-    setting = {"layer": layer, "threshold": threshold, "data": data.digest()}
-    if symmetrize != "pieces":                  # the key of the paper's labels stays as it was
-        setting["symmetrize"] = symmetrize
-    if word_vectors != "pieces":
-        setting["word_vectors"] = word_vectors
-    h = hashlib.sha256(json.dumps(setting).encode())
+    h = hashlib.sha256(json.dumps(label_key(labels, data)).encode())
     for name, t in teacher.state_dict().items():
         h.update(name.encode())
         h.update(t.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
@@ -186,13 +171,12 @@ def cached_labels(path: Path, teacher, data: PairData, *, layer: int, threshold:
         except (OSError, ValueError, KeyError) as e:
             log.warning("ssa: %s is unreadable (%s); labelling again", path, e)
     t0 = time.monotonic()
-    labels = label_pairs(teacher, data, layer=layer, threshold=threshold, device=device, autocast=autocast,
-                         progress=progress, symmetrize=symmetrize, word_vectors=word_vectors)
+    links = label_pairs(teacher, data, labels, device=device, autocast=autocast, progress=progress)
     with atomic_write(path, "wb", encoding=None) as f:
-        np.savez(f, key=np.array(key), offsets=labels.offsets, links=labels.links)
-    log.info("ssa: labelled %d pairs (%d word links) in %.0f s", len(labels), len(labels.links),
-             time.monotonic() - t0)
-    return labels
+        np.savez(f, key=np.array(key), offsets=links.offsets, links=links.links)
+    log.info("ssa: labelled %d pairs (%d word links) in %.0f s (%s)", len(links), len(links.links),
+             time.monotonic() - t0, labels)
+    return links
 
 
 class PairSampler:

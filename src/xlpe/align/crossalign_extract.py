@@ -1,6 +1,11 @@
-"""Cross-Align extraction (Lai et al. 2022, SPEC §7.2): from two streams' layer states to word links, as pure
-tensor functions over a batch (what the tests check directly; :meth:`xlpe.align.crossalign.CrossAligner.align` and
-the SSA labels of :mod:`xlpe.align.crossalign_data` run them).
+"""Cross-Align extraction (Lai et al. 2022, SPEC §7.2): from two streams' layer states to word links.
+
+:class:`Extraction` is one extraction's settings as a value (method, τ, null sink, join, states, layer), with a short
+text form (``str`` / :meth:`Extraction.parse`); :func:`extract` (and :func:`extract_many` for several extractions
+of the same states) is the one pipeline every user runs on a layer's states: optional mean word states, each
+direction's links, their join. :meth:`xlpe.align.crossalign.CrossAligner.align`, the SSA labels of
+:mod:`xlpe.align.crossalign_data`, the recipe's dev sweeps and the benchmarks call it; the pure tensor functions
+below are its pieces (what the tests check directly).
 
 Extraction (SPEC §7.2, paper Eq. 10): raw dot products ``S = s tᵀ`` of the layer-``c`` states (no scaling), a
 softmax over target keys (``P^f``) and over source keys (``P^b``), links where both exceed τ. ``null_sink='cls'``
@@ -22,6 +27,9 @@ the default ``"pieces"`` keeps the paper's piece-level extraction and the "any" 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from numbers import Integral, Real
+
 import numpy as np
 import torch
 from torch import Tensor
@@ -36,18 +44,16 @@ METHODS = ("softmax", "argmax")
 WORD_VECTORS = ("pieces", "mean")
 #: how the two directions' links are joined: at the piece level (the paper) or by a word-level symmetrisation [I]
 SYMMETRIZE = ("pieces",) + SYM_METHODS
+#: the text form's names of the fields after the method (:meth:`Extraction.parse`)
+TEXT_FIELDS = {"tau": "threshold", "sink": "null_sink", "join": "symmetrize", "states": "word_vectors",
+               "layer": "layer"}
 
 
-def check_extraction(layer: int, threshold: float, null_sink: str, method: str, layers: int) -> None:
+def check_layer(layer: int, layers: int) -> None:
+    """An alignment layer of a model with ``layers`` layers: 0 (the embeddings) .. ``layers``."""
     if not 0 <= layer <= layers:
         raise ConfigError(f"alignment layer must be in 0..{layers} (0 = embeddings, c = output of layer c), "
                           f"not {layer}")
-    if not 0.0 <= threshold < 1.0:
-        raise ConfigError(f"threshold must be in [0, 1), not {threshold}")
-    if null_sink not in NULL_SINKS:
-        raise ConfigError(f"null_sink must be one of {', '.join(NULL_SINKS)}, not {null_sink!r}")
-    if method not in METHODS:
-        raise ConfigError(f"extraction method must be one of {', '.join(METHODS)}, not {method!r}")
 
 
 def check_symmetrize(symmetrize: str) -> str:
@@ -61,13 +67,82 @@ def check_symmetrize(symmetrize: str) -> str:
                           f"not {symmetrize!r}") from None
 
 
-# -- extraction: pure tensor functions -------------------------------------------------------------------
-
 def check_word_vectors(word_vectors: str) -> str:
     if word_vectors not in WORD_VECTORS:
         raise ConfigError(f"word_vectors must be one of {', '.join(WORD_VECTORS)}, not {word_vectors!r}")
     return word_vectors
 
+
+@dataclass(frozen=True)
+class Extraction:
+    """How word links are read off a Cross-Align model (SPEC §7.2): one value, checked when made.
+
+    ``method``: ``"softmax"`` (the paper: ``P^f > τ`` and ``P^b > τ``) or ``"argmax"`` (mutual argmax, SimAlign);
+    ``threshold``: τ of the softmaxes (unused by argmax, which stores 0); ``null_sink``: ``"cls"`` (the other
+    side's [CLS] among the keys) or ``"none"``; ``symmetrize``: the join of the two directions, ``"pieces"``
+    (the paper) or a word-level symmetrisation (canonical name kept: ``gdfa`` becomes ``grow-diag-final-and``);
+    ``word_vectors``: ``"pieces"`` (the paper) or ``"mean"``; ``layer``: the alignment layer (0 = embeddings),
+    ``None`` = the model's. The defaults are the paper's inference settings. ``str()`` gives the text form
+    :meth:`parse` reads, e.g. ``softmax tau=0.15 sink=cls join=pieces states=pieces layer=7``.
+    """
+
+    method: str = "softmax"
+    threshold: float = 0.15
+    null_sink: str = "cls"
+    symmetrize: str = "pieces"
+    word_vectors: str = "pieces"
+    layer: int | None = None
+
+    def __post_init__(self):
+        if self.method not in METHODS:
+            raise ConfigError(f"extraction method must be one of {', '.join(METHODS)}, not {self.method!r}")
+        t = self.threshold
+        if isinstance(t, bool) or not isinstance(t, Real) or not 0.0 <= t < 1.0:
+            raise ConfigError(f"threshold must be in [0, 1), not {t!r}")
+        if self.null_sink not in NULL_SINKS:
+            raise ConfigError(f"null_sink must be one of {', '.join(NULL_SINKS)}, not {self.null_sink!r}")
+        check_word_vectors(self.word_vectors)
+        if self.layer is not None and (isinstance(self.layer, bool) or not isinstance(self.layer, Integral)
+                                       or self.layer < 0):
+            raise ConfigError(f"layer must be an integer >= 0 (0 = embeddings) or None (the model's alignment "
+                              f"layer), not {self.layer!r}")
+        object.__setattr__(self, "symmetrize", check_symmetrize(self.symmetrize))
+        if self.method == "argmax":
+            object.__setattr__(self, "threshold", 0.0)
+
+    def __str__(self) -> str:
+        tau = f" tau={float(self.threshold)!r}" if self.method == "softmax" else ""
+        layer = "" if self.layer is None else f" layer={self.layer}"
+        return (f"{self.method}{tau} sink={self.null_sink} join={self.symmetrize} states={self.word_vectors}"
+                f"{layer}")
+
+    @classmethod
+    def parse(cls, text: str) -> "Extraction":
+        """The extraction a text form names: an optional method first, then ``name=value`` items of
+        :data:`TEXT_FIELDS` in any order; what is not named keeps its default."""
+        words = text.split()
+        kw: dict = {}
+        if words and "=" not in words[0]:
+            kw["method"] = words.pop(0)
+        for w in words:
+            name, eq, value = w.partition("=")
+            if not eq or name not in TEXT_FIELDS or TEXT_FIELDS[name] in kw:
+                raise ConfigError(f"extraction {text!r}: {w!r} is not one of {', '.join(TEXT_FIELDS)} given once "
+                                  "as name=value (after an optional method, softmax or argmax)")
+            kw[TEXT_FIELDS[name]] = _parse_value(name, value, text)
+        return cls(**kw)
+
+
+def _parse_value(name: str, value: str, text: str):
+    if name not in ("tau", "layer"):
+        return value
+    try:
+        return float(value) if name == "tau" else int(value)
+    except ValueError:
+        raise ConfigError(f"extraction {text!r}: {name} must be a number, not {value!r}") from None
+
+
+# -- extraction: pure tensor functions -------------------------------------------------------------------
 
 def word_states(h: Tensor, words: Tensor) -> tuple[Tensor, Tensor]:
     """Word-level states from piece states ``h (B, T, d)`` with word indices ``words (B, T)`` (-1: [CLS], [SEP],
@@ -218,3 +293,50 @@ def symmetrized_word_arrays(fwd: Tensor, bwd: Tensor, src_words: Tensor, tgt_wor
         csr.append((ptr, rest // W, rest % W))
     ptr, i, j = symmetrize_batch(csr[1], csr[0], method)
     return np.repeat(np.arange(B), np.diff(ptr)), np.asarray(i, dtype=np.int64), np.asarray(j, dtype=np.int64)
+
+
+# -- the pipeline ---------------------------------------------------------------------------------------------
+
+def join(fwd: Tensor, bwd: Tensor, src_words: Tensor, tgt_words: Tensor, symmetrize: str,
+         probs: Tensor | None = None) -> list[list[tuple]]:
+    """The two directions' subword links joined into word links per pair: where both pass, piece by piece
+    (``"pieces"``, :func:`word_links`), or each direction's word links by a word-level symmetrisation
+    (:func:`symmetrized_word_links`)."""
+    if symmetrize == "pieces":
+        return word_links(fwd & bwd, src_words, tgt_words, probs)
+    return symmetrized_word_links(fwd, bwd, src_words, tgt_words, symmetrize, probs)
+
+
+def extract(hs: Tensor, ht: Tensor, src_words: Tensor, tgt_words: Tensor, extraction: Extraction, *,
+            probabilities: bool = False) -> list[list[tuple]]:
+    """Word links of a batch by ``extraction`` from the states of its layer (``hs (B, Ts, d)``, ``ht (B, Tt, d)``,
+    word indices -1 for [CLS] at 0, [SEP] and pads): sorted ``(i, j)`` per pair, ``(i, j, p)`` with
+    ``probabilities``."""
+    return extract_many(hs, ht, src_words, tgt_words, [extraction], probabilities=probabilities)[0]
+
+
+def extract_many(hs: Tensor, ht: Tensor, src_words: Tensor, tgt_words: Tensor, extractions, *,
+                 probabilities: bool = False) -> list[list[list[tuple]]]:
+    """:func:`extract` for each of ``extractions`` from the same layer states (their ``layer`` is the caller's
+    business): the word states of each ``word_vectors`` and the directional links of each (states, method, τ,
+    null sink) are computed once, then joined as each extraction says."""
+    states: dict[str, tuple] = {}
+    directions: dict[tuple, tuple[Tensor, Tensor]] = {}
+    out = []
+    for ext in extractions:
+        if ext.word_vectors not in states:
+            states[ext.word_vectors] = ((hs, ht, src_words, tgt_words) if ext.word_vectors == "pieces" else
+                                        _mean_states(hs, ht, src_words, tgt_words))
+        a, b, aw, bw = states[ext.word_vectors]
+        key = (ext.word_vectors, ext.method, ext.threshold, ext.null_sink)
+        if key not in directions:
+            directions[key] = directional_links(a, b, aw, bw, method=ext.method, threshold=ext.threshold,
+                                                null_sink=ext.null_sink)
+        p = link_probabilities(a, b, aw, bw, ext.null_sink) if probabilities else None
+        out.append(join(*directions[key], aw, bw, ext.symmetrize, p))
+    return out
+
+
+def _mean_states(hs: Tensor, ht: Tensor, src_words: Tensor, tgt_words: Tensor) -> tuple:
+    (a, aw), (b, bw) = word_states(hs, src_words), word_states(ht, tgt_words)
+    return a, b, aw, bw

