@@ -1,10 +1,18 @@
 """Experiment stage cache: cached reruns, resumption under the same parameters, a clean start under new ones."""
 
+import dataclasses
 import json
 
 import pytest
 
 from xlpe.experiments.cache import run_stage
+from xlpe.keys import Inputs
+
+
+@dataclasses.dataclass(frozen=True)
+class X(Inputs):
+    x: int
+
 
 
 def test_stage_cache_resumes_only_under_its_own_parameters(tmp_path):
@@ -19,21 +27,21 @@ def test_stage_cache_resumes_only_under_its_own_parameters(tmp_path):
         (d / "ckpt").write_text("half")
         raise KeyboardInterrupt
 
-    assert run_stage(tmp_path, "a/seed1", {"x": 1}, fn)["ok"] == 1 and seen == [[]]
-    assert run_stage(tmp_path, "a/seed1", {"x": 1}, fn)["ok"] == 1 and len(seen) == 1   # cached
+    assert run_stage(tmp_path, "a/seed1", X(1), fn)["ok"] == 1 and seen == [[]]
+    assert run_stage(tmp_path, "a/seed1", X(1), fn)["ok"] == 1 and len(seen) == 1   # cached
     # new parameters: the finished directory is moved aside, the stage starts clean
-    run_stage(tmp_path, "a/seed1", {"x": 2}, fn)
+    run_stage(tmp_path, "a/seed1", X(2), fn)
     assert seen[-1] == [] and len(list((tmp_path / "a").glob("seed1.stale-*"))) == 1
     # a half-done stage resumes (keeps its files) under the same parameters ...
     with pytest.raises(KeyboardInterrupt):
-        run_stage(tmp_path, "b", {"x": 1}, crash)
+        run_stage(tmp_path, "b", X(1), crash)
     assert not (tmp_path / "b" / "done.json").exists()
-    run_stage(tmp_path, "b", {"x": 1}, fn)
+    run_stage(tmp_path, "b", X(1), fn)
     assert seen[-1] == ["ckpt"]
     # ... and does not under other parameters
     with pytest.raises(KeyboardInterrupt):
-        run_stage(tmp_path, "c", {"x": 1}, crash)
-    run_stage(tmp_path, "c", {"x": 3}, fn)
+        run_stage(tmp_path, "c", X(1), crash)
+    run_stage(tmp_path, "c", X(3), fn)
     assert seen[-1] == []
     stale = list(tmp_path.glob("c.stale-*"))
     assert len(stale) == 1 and (stale[0] / "ckpt").read_text() == "half"
@@ -59,16 +67,21 @@ def test_file_sig_follows_content_not_path_or_mtime(tmp_path):
 
 
 def test_forced_rerun_moves_the_same_key_aside_and_says_so(tmp_path, caplog):
-    run_stage(tmp_path, "s", {"x": 1}, lambda d: {"n": 1})
+    run_stage(tmp_path, "s", X(1), lambda d: {"n": 1})
     with caplog.at_level("WARNING", logger="xlpe.experiments"):
-        assert run_stage(tmp_path, "s", {"x": 1}, lambda d: {"n": 2}, force=True)["n"] == 2
+        assert run_stage(tmp_path, "s", X(1), lambda d: {"n": 2}, force=True)["n"] == 2
     assert "forced to run again" in caplog.text and len(list(tmp_path.glob("s.stale-*"))) == 1
 
 
 SLEEPER = """
-import functools, sys, time
+import dataclasses, functools, sys, time
 from pathlib import Path
 from xlpe.experiments.cache import run_stages
+from xlpe.keys import Inputs
+
+@dataclasses.dataclass(frozen=True)
+class K(Inputs):
+    k: int
 
 def work(d, tag):
     (d / "pid").write_text(str(__import__("os").getpid()))
@@ -77,7 +90,7 @@ def work(d, tag):
 
 if __name__ == "__main__":
     out = Path(sys.argv[1])
-    run_stages([(out, f"s{k}", {"k": k}, functools.partial(work, tag=k)) for k in range(2)], jobs=2)
+    run_stages([(out, f"s{k}", K(k), functools.partial(work, tag=k)) for k in range(2)], jobs=2)
 """
 
 
@@ -139,14 +152,14 @@ def test_a_second_caller_waits_for_the_running_stage_and_takes_its_result(tmp_pa
         return {"bleu": -1}
 
     results = {}
-    t1 = threading.Thread(target=lambda: results.__setitem__(1, run_stage(tmp_path, "abs/seed3", {"x": 1}, slow)))
+    t1 = threading.Thread(target=lambda: results.__setitem__(1, run_stage(tmp_path, "abs/seed3", X(1), slow)))
     t1.start()
     assert inside.wait(30)
     assert stage_running(tmp_path / "abs" / "seed3")
     st = folder_status(tmp_path)["stages"]
     assert [(s["name"], s["state"], s.get("running")) for s in st] == [("abs/seed3", "unfinished", True)]
     with caplog.at_level("INFO", logger="xlpe.experiments"):
-        t2 = threading.Thread(target=lambda: results.__setitem__(2, run_stage(tmp_path, "abs/seed3", {"x": 1}, second)))
+        t2 = threading.Thread(target=lambda: results.__setitem__(2, run_stage(tmp_path, "abs/seed3", X(1), second)))
         t2.start()
         deadline = time.monotonic() + 30
         while "running in another process; waiting" not in caplog.text and time.monotonic() < deadline:
@@ -170,5 +183,5 @@ def test_a_file_system_without_locks_runs_the_stage_and_says_so(tmp_path, monkey
 
     monkeypatch.setattr(fcntl, "flock", no_locks)
     with caplog.at_level("WARNING", logger="xlpe.experiments"):
-        assert run_stage(tmp_path, "s", {"x": 1}, lambda d: {"ok": 1})["ok"] == 1
+        assert run_stage(tmp_path, "s", X(1), lambda d: {"ok": 1})["ok"] == 1
     assert "cannot lock" in caplog.text and "one invocation per folder" in caplog.text

@@ -152,11 +152,14 @@ def test_extraction_key_material_is_the_old_form():
         assert sweep_key(ext) == key and type(sweep_key(ext)) is type(key)
         assert key_extraction(key, null_sink=ext.null_sink, layer=ext.layer) == ext
         assert key_extraction(str(key), null_sink=ext.null_sink, layer=ext.layer) == ext
-    assert ca.untrained_key(Extraction(method="argmax", null_sink="none", layer=7)) == {"layer": 7}
-    assert ca.untrained_key(Extraction(threshold=0.5, null_sink="none", layer=7, symmetrize="gdfa")) == {
-        "layer": 7, "tau": 0.5, "symmetrize": ["grow-diag-final-and"]}
-    assert ca.untrained_key(Extraction(method="argmax", null_sink="none", layer=6, word_vectors="mean")) == {
-        "layer": 6, "word_vectors": ["mean"]}
+    def untrained(ext):
+        return ca.untrained_key(ext, [["w", 1, "ab"]]).key_material()
+    enc = {"model": [["w", 1, "ab"]]}
+    assert untrained(Extraction(method="argmax", null_sink="none", layer=7)) == {**enc, "layer": 7}
+    assert untrained(Extraction(threshold=0.5, null_sink="none", layer=7, symmetrize="gdfa")) == {
+        **enc, "layer": 7, "tau": 0.5, "symmetrize": ["grow-diag-final-and"]}
+    assert untrained(Extraction(method="argmax", null_sink="none", layer=6, word_vectors="mean")) == {
+        **enc, "layer": 6, "word_vectors": ["mean"]}
     assert [sweep_key(x) for x in menu(["argmax", 0.1], "cls", ["pieces", "union"], ["pieces", "mean"])] == [
         "argmax", 0.1, "argmax|union", "0.1|union", "argmax|pieces|mean", "0.1|pieces|mean", "argmax|union|mean",
         "0.1|union|mean"]

@@ -1,4 +1,4 @@
-"""The experiment engine's cache convention (xlpe.experiments.engine.keys): a stage's key derives from its declared
+"""The experiment engine's cache convention (xlpe.keys): a stage's key derives from its declared
 inputs; a field at its default stays out, so a new option never changes an old key."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import json
 import pytest
 
 from xlpe.experiments.cache import run_stage
-from xlpe.experiments.engine.keys import Inputs, digest, keyed
+from xlpe.keys import Inputs, digest, keyed
 
 
 @dataclasses.dataclass(frozen=True)

@@ -14,8 +14,8 @@ import os
 import shutil
 import subprocess
 import sys
-import tarfile
 import io
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -78,8 +78,9 @@ def _run(args: list[str], src: Path, cwd: Path) -> None:
 
 
 def _markers(out: Path) -> dict[str, bytes]:
-    return {str(m.relative_to(out)): m.read_bytes() for m in sorted(out.rglob("done.json"))
-            if ".stale-" not in str(m)}
+    """Every stage's ``done.json`` and every single-file result's ``.key`` (a recipe's links), by content."""
+    found = [*out.rglob("done.json"), *out.glob("links-*/*.key")]
+    return {str(m.relative_to(out)): m.read_bytes() for m in sorted(found) if ".stale-" not in str(m)}
 
 
 def _report(out: Path, recipe: str) -> str:

@@ -22,6 +22,7 @@ import typing
 from typing import Any, Iterable, Mapping
 
 from xlpe.errors import ConfigError
+from xlpe.keys import WHEN_SET
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -30,10 +31,13 @@ else:  # pragma: no cover - exercised on Python 3.10
 
 
 def option(default: Any = dataclasses.MISSING, help: str = "", *, factory=None, choices=None, metavar=None,
-           aliases: tuple[str, ...] = ()):
+           aliases: tuple[str, ...] = (), when_set: bool = False):
     """A dataclass field with its command-line help (and optional ``choices``, ``metavar`` and flag ``aliases``,
-    e.g. an older spelling that stays accepted)."""
+    e.g. an older spelling that stays accepted). ``when_set``: the field enters a cache key that holds its whole
+    config only when it differs from its default (:func:`xlpe.keys.when_set`)."""
     meta = {"help": help, "choices": choices, "metavar": metavar, "aliases": tuple(aliases)}
+    if when_set:
+        meta[WHEN_SET] = True
     if factory is not None:
         return dataclasses.field(default_factory=factory, metadata=meta)
     return dataclasses.field(default=default, metadata=meta)

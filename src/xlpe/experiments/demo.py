@@ -32,7 +32,7 @@ from typing import Any
 from xlpe.config import option
 from xlpe.errors import ConfigError
 from xlpe.experiments.cache import digest, file_sig, run_stage, run_stages
-from xlpe.experiments.engine.keys import Inputs
+from xlpe.keys import Inputs
 from xlpe.experiments.nmt_runs import Corpus, Evaluation, RunSpec, Shared, System, run_system
 from xlpe.experiments.recipe import write_outputs
 from xlpe.experiments.stages import SPLITS, align_stage, dpe_stage, preorder_stage, subword_stage, synth_stage

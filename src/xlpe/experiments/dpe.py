@@ -42,7 +42,7 @@ from xlpe.evaluate.bleu import tokenized_by_design
 from xlpe.experiments.archive import checkpoint_signature
 from xlpe.experiments.cache import cached_result, file_sig, run_stage
 from xlpe.experiments.dpe_report import lambda_name, plot, render_report
-from xlpe.experiments.engine.keys import Inputs, keyed
+from xlpe.keys import Inputs, keyed
 from xlpe.experiments.nmt_runs import (STOPS, Corpus, CostInputs, Evaluation, RunKey, Shared, System, cost_systems,
                                       decode_cost_stage, measure_cost, run_grid)
 from xlpe.experiments.recipe import PreorderSettings, RecipeConfig, RecipeExperiment

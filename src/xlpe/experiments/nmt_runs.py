@@ -18,7 +18,7 @@ from typing import Any
 from xlpe.errors import ConfigError
 from xlpe.experiments.archive import checkpoint_signature
 from xlpe.experiments.cache import cached_result, digest, file_sig, run_stage, run_stages
-from xlpe.experiments.engine.keys import Inputs
+from xlpe.keys import Inputs
 from xlpe.experiments.reuse import maybe_adopt, output_entries, take_results
 from xlpe.experiments.stages import read_text
 from xlpe.experiments.status import log_rows
@@ -52,7 +52,7 @@ def dev_curve(train_dir: Path) -> list[dict[str, float]]:
 @dataclass(frozen=True)
 class System(Inputs):
     """One system of a recipe's table: its encodings and what it changes of the run every system shares. Its key
-    material (:mod:`xlpe.experiments.engine.keys`) is the ``run`` entry of each of its runs' keys; a recipe whose
+    material (:mod:`xlpe.keys`) is the ``run`` entry of each of its runs' keys; a recipe whose
     systems always stated some option declares them without a default (:class:`xlpe.experiments.xl_pe.XLSystem`)."""
 
     pe: list

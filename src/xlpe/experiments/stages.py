@@ -9,7 +9,6 @@ stage runs again only when its parameters (file contents included) change.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import sys
 import time
@@ -19,7 +18,7 @@ from typing import Any, Mapping, Sequence
 
 from xlpe.errors import ConfigError
 from xlpe.experiments.cache import file_sig, run_stage
-from xlpe.experiments.engine.keys import Inputs, keyed
+from xlpe.keys import Inputs, config_material, keyed
 from xlpe.reorder.oracle import corpus_ranks
 from xlpe.io.atomic import atomic_write
 
@@ -34,11 +33,11 @@ def read_text(path) -> list[str]:
 SPLITS = ("train", "dev", "test")
 
 
-# The declared inputs of each stage (the key rule: xlpe.experiments.engine.keys). ``files`` are signatures by content.
+# The declared inputs of each stage (the key rule: xlpe.keys). ``files`` are signatures by content.
 
 @dataclass(frozen=True)
 class SynthInputs(Inputs):
-    synthetic: dict                        # SyntheticConfig.to_dict()
+    synthetic: dict                        # the generator's config (xlpe.keys.config_material)
     sizes: list                            # train, dev, test pairs
     layout: int = keyed("result")          # the layout of the stage's folder and result
 
@@ -126,7 +125,7 @@ def synth_stage(out: Path, profile: str, seed: int, sizes: Sequence[int], force:
     from xlpe.data.synthetic import SyntheticConfig, synth
 
     scfg = SyntheticConfig(profile=profile, seed=seed)
-    params = SynthInputs(synthetic=scfg.to_dict(), sizes=list(sizes), layout=3)
+    params = SynthInputs(synthetic=config_material(scfg), sizes=list(sizes), layout=3)
 
     def fn(d: Path) -> dict:
         synth(d, scfg, sizes=dict(zip(SPLITS, sizes)))
@@ -148,7 +147,7 @@ def data_stage(out: Path, d: DataSpec, seed: int = 1) -> dict:
 
     inputs = [d.train_src, d.train_tgt] + [p for p in (d.gold_src, d.gold_tgt) if p]
     # a pair goes when either side is a gold sentence
-    params = DataInputs(data=dataclasses.asdict(d), files=file_sig(*inputs),
+    params = DataInputs(data=config_material(d), files=file_sig(*inputs),
                         exclude="source or target" if d.exclude_gold and d.gold_src else "")
 
     def fn(sd: Path) -> dict:

@@ -25,7 +25,7 @@ from typing import Any, Mapping
 
 from xlpe.errors import ConfigError
 from xlpe.experiments.cache import file_sig, run_stage
-from xlpe.experiments.engine.keys import Inputs
+from xlpe.keys import Inputs
 from xlpe.experiments.nmt_runs import RunKey, Shared, System, run_grid
 from xlpe.io.atomic import atomic_write
 
