@@ -195,16 +195,10 @@ def cky(n: int, sc: Scores, cfg: BTGConfig, losses: LossTables | None, loss_weig
     stateful = use_loss and losses.wc != 0
     tau = use_loss and losses.wt != 0
     K = beam if stateful else 1
-    NEG = -np.inf
     plan = _cky_plan(n)
-    rows_all = n * (n + 1)
-    tot = np.full((rows_all, K), NEG)
-    bp = np.zeros((rows_all, K), dtype=np.int64)
+    tot, bp, fr, lr = _empty_chart(n * (n + 1), K, stateful)
     if stateful:
-        nr = losses.max_rank + 2
-        fr = np.zeros((rows_all, K), dtype=np.int64)  # rank of the first output word
-        lr = np.zeros((rows_all, K), dtype=np.int64)  # rank of the last output word
-        cw = loss_weight * losses.wc
+        ranks, nr, cw = losses.ranks, losses.max_rank + 2, loss_weight * losses.wc
     rev = cfg.use_reverse and sc.span.shape[2] > BACKWARD
     maxterm = cfg.max_term
     span, split, shape = sc.span, sc.split, sc.shape
@@ -214,9 +208,16 @@ def cky(n: int, sc: Scores, cfg: BTGConfig, losses: LossTables | None, loss_weig
         ns, ls, rs, rows, A, ri, left, right = plan.steps[L]
         parts, keys = [], []
         if L <= maxterm:
-            parts, keys = _terminal_candidates(L, ls, rs, span, rev and L > 1, losses if use_loss else None,
-                                               loss_weight, nr if stateful else 0)
-            nterm_of[L] = len(parts)
+            kinds = ((FORWARD, False), (BACKWARD, True)) if (rev and L > 1) else ((FORWARD, False),)
+            for t, backward in kinds:
+                v = span[ls, rs, t]
+                if use_loss:
+                    v = v + loss_weight * losses.terminal(L, ls, rs, backward)
+                parts.append(v[:, None])
+                if stateful:
+                    a_, b_ = (rs, ls) if backward else (ls, rs)
+                    keys.append((ranks[a_] * nr + ranks[b_])[:, None])
+            nterm_of[L] = len(kinds)
         if L >= 2:
             base = split[ri] + shape[L, 1:L] + span[ls, rs, STRAIGHT:INVERTED + 1][:, None, :]  # (ns, na, 2)
             if tau:
@@ -237,64 +238,46 @@ def cky(n: int, sc: Scores, cfg: BTGConfig, losses: LossTables | None, loss_weig
                 cand[:, :, 1] += cw * _not_contiguous(lf - rl)
                 keys.append(np.stack([lf * nr + rl, rf * nr + ll], axis=2).reshape(ns, -1))
             parts.append(cand.reshape(ns, -1))
-        _keep_best(parts, keys if stateful else None, ls, rows, tot, bp, fr if stateful else None,
-                   lr if stateful else None, nr if stateful else 0)
+        allc = np.concatenate(parts, axis=1) if len(parts) > 1 else parts[0]
+        if stateful:
+            allk = np.concatenate(keys, axis=1) if len(keys) > 1 else keys[0]
+        for k in range(K):
+            j = allc.argmax(axis=1)
+            tot[rows, k] = allc[ls, j]
+            bp[rows, k] = j
+            if stateful:
+                kj = allk[ls, j]
+                fr[rows, k] = kj // nr
+                lr[rows, k] = kj % nr
+                if k + 1 < K:
+                    allc[allk == kj[:, None]] = -np.inf
 
-    root_row = n  # i = 0, L = n
-    root = tot[root_row]
+    root = tot[n]                # row i * (n + 1) + L of the whole sentence: i = 0, L = n
     if stateful:  # the two sentence boundaries (lader EDGE_ROOT)
-        root = root + cw * ((fr[root_row] != 0).astype(np.float64) + (lr[root_row] != losses.max_rank))
+        root = root + cw * ((fr[n] != 0).astype(np.float64) + (lr[n] != losses.max_rank))
+    return _best_derivation(root, bp, nterm_of, n, losses, loss_weight, use_loss)
+
+
+def _empty_chart(rows: int, K: int, stateful: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray | None,
+                                                              np.ndarray | None]:
+    """CKY's chart, K hypotheses for each row ``i * (n + 1) + L`` (the span of length L from word i): their total
+    scores (-inf: none), their flat candidate indices (backpointers) and, when ``stateful`` (chunk loss), the
+    ranks of their first and last output words (else None)."""
+    tot = np.full((rows, K), -np.inf)
+    bp = np.zeros((rows, K), dtype=np.int64)
+    if not stateful:
+        return tot, bp, None, None
+    return tot, bp, np.zeros((rows, K), dtype=np.int64), np.zeros((rows, K), dtype=np.int64)
+
+
+def _best_derivation(root: np.ndarray, bp: np.ndarray, nterm_of: list[int], n: int, losses: LossTables | None,
+                     loss_weight: float, use_loss: bool) -> Derivation:
+    """The derivation of the best root hypothesis (``root``: their scores), decoded from the chart's flat
+    candidate indices ``bp`` (``nterm_of[L]``: the terminal candidates of length L), with its model score
+    (without the loss term) and its loss."""
+    K = bp.shape[1]
     kbest = int(np.argmax(root))
     best = float(root[kbest])
-
-    order, edges = _backtrack(bp, nterm_of, n, kbest)
-    loss = losses.sentence_loss(order) if losses is not None else 0.0
-    score = best - loss_weight * loss if use_loss else best
-    return Derivation(order, score, loss, edges)
-
-
-def _terminal_candidates(L: int, ls: np.ndarray, rs: np.ndarray, span: np.ndarray, backward_too: bool,
-                         losses: LossTables | None, loss_weight: float, nr: int) -> tuple[list, list]:
-    """The terminal edges over the spans ``ls..rs`` of length ``L``, forward (and backward when
-    ``backward_too``): their scores with ``loss_weight``·loss (``losses`` None: no loss), ``(ns, 1)`` each,
-    and, with ``nr`` (chunk loss), the keys ``first rank · nr + last rank`` of their output words."""
-    parts, keys = [], []
-    for t, backward in ((FORWARD, False), (BACKWARD, True)) if backward_too else ((FORWARD, False),):
-        v = span[ls, rs, t]
-        if losses is not None:
-            v = v + loss_weight * losses.terminal(L, ls, rs, backward)
-        parts.append(v[:, None])
-        if nr:
-            a_, b_ = (rs, ls) if backward else (ls, rs)
-            keys.append((losses.ranks[a_] * nr + losses.ranks[b_])[:, None])
-    return parts, keys
-
-
-def _keep_best(parts: list, keys: list | None, ls: np.ndarray, rows: np.ndarray, tot: np.ndarray, bp: np.ndarray,
-               fr: np.ndarray | None, lr: np.ndarray | None, nr: int) -> None:
-    """Keep the best of each span's candidates (``parts``, one block per edge kind) in its chart ``rows``:
-    its score in ``tot`` and its flat candidate index in ``bp``. With the rank ``keys`` (chunk loss), the
-    best K of distinct (first, last) ranks, stored in ``fr`` and ``lr``."""
-    allc = np.concatenate(parts, axis=1) if len(parts) > 1 else parts[0]
-    if keys is not None:
-        allk = np.concatenate(keys, axis=1) if len(keys) > 1 else keys[0]
-    K = tot.shape[1]
-    for k in range(K):
-        j = allc.argmax(axis=1)
-        tot[rows, k] = allc[ls, j]
-        bp[rows, k] = j
-        if keys is not None:
-            kj = allk[ls, j]
-            fr[rows, k] = kj // nr
-            lr[rows, k] = kj % nr
-            if k + 1 < K:
-                allc[allk == kj[:, None]] = -np.inf
-
-
-def _backtrack(bp: np.ndarray, nterm_of: list[int], n: int, kbest: int) -> tuple[list[int], list]:
-    """The order and the edges ``(type, l, r, a)`` of the derivation whose root is hypothesis ``kbest``,
-    decoded from the chart's flat candidate indices ``bp`` (``nterm_of[L]``: terminal candidates of length L)."""
-    K = bp.shape[1]
     order: list[int] = []
     edges: list[tuple[str, int, int, int]] = []
     W = n + 1
@@ -317,7 +300,9 @@ def _backtrack(bp: np.ndarray, nterm_of: list[int], n: int, kbest: int) -> tuple
         left_h, right_h = (i, a, k1), (i + a, L - a, k2)
         # popped last-in first-out: push the child that is output second first
         stack.extend((right_h, left_h) if t == STRAIGHT else (left_h, right_h))
-    return order, edges
+    loss = losses.sentence_loss(order) if losses is not None else 0.0
+    score = best - loss_weight * loss if use_loss else best
+    return Derivation(order, score, loss, edges)
 
 
 def derivation_features(f: Features, edges: list[tuple[str, int, int, int]], null: int) -> np.ndarray:
