@@ -255,11 +255,9 @@ class _Run:
                      len(self.sampler))
             write_run_info(self.out, data=self.data.to_dict(), model=self.inputs.mcfg.to_dict(),
                            train=dataclasses.asdict(cfg))
-        suffix = ".csv" if cfg.log_format == "csv" else ".jsonl"
-        self.train_log = MetricsLog(self.out / f"train_log{suffix}", cfg.log_format, resumed_step) \
-            if d.is_main else None
-        self.valid_log = MetricsLog(self.out / f"valid_log{suffix}", cfg.log_format, resumed_step) \
-            if d.is_main else None
+        suffix, main = (".csv" if cfg.log_format == "csv" else ".jsonl"), d.is_main
+        self.train_log = MetricsLog(self.out / f"train_log{suffix}", cfg.log_format, resumed_step) if main else None
+        self.valid_log = MetricsLog(self.out / f"valid_log{suffix}", cfg.log_format, resumed_step) if main else None
         self.t0 = time.monotonic()
         self.bar = progress_bar(cfg.progress and d.is_main, cfg.max_updates, self.step)
         self.interval = _Interval()
