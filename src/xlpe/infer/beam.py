@@ -277,7 +277,7 @@ class _Beams:
         self.attn = torch.zeros(B * K, steps, S, device=dev) if want_attn else None
         self.n_alive = torch.full((B,), K, device=dev)
         self.cache = DecoderCache()
-        self.rank = torch.arange(K, device=dev)[None, :]
+        self.rank = torch.arange(K, device=dev)[None, :]     # a sentence's slot numbers
         self.base = self.rows = None          # this step's first slot of each sentence, the candidates' parents
 
     def extensions(self, model: Transformer, t: int, kk: int, C: int,
