@@ -158,19 +158,8 @@ class ParallelData:
             for j, es in enumerate(enc_src):
                 lineno += 1
                 et = enc_tgt[j] if enc_tgt is not None else None
-                ns = len(es.ids) + 1
-                nt = (len(et.ids) + 1) if et is not None else 0
-                problem = None
-                if len(es.ids) == 0:
-                    problem = ("empty source sentence", src_name, "at least one token")
-                elif et is not None and len(et.ids) == 0:
-                    problem = ("empty target sentence", tgt_name, "at least one token")
-                elif max_src_len is not None and ns > max_src_len:
-                    problem = (f"source sentence has {ns} tokens with EOS (subwords), more than the model's limit "
-                               f"{max_src_len}", src_name, f"at most {max_src_len} (or skip long lines)")
-                elif max_tgt_len is not None and et is not None and nt > max_tgt_len:
-                    problem = (f"target sentence has {nt} tokens with EOS (subwords), more than the model's limit "
-                               f"{max_tgt_len}", tgt_name, f"at most {max_tgt_len} (or skip long lines)")
+                problem = _pair_problem(es.ids, et.ids if et is not None else None, max_src_len, max_tgt_len,
+                                        names)
                 if problem is not None:
                     if not skip_long:
                         raise FormatError(problem[0], problem[1], lineno, problem[2])
@@ -208,7 +197,8 @@ class ParallelData:
 
     @classmethod
     def from_ids(cls, src: Sequence[Sequence[int]], tgt: Sequence[Sequence[int]] | None = None,
-                 channels: Mapping[str, Sequence[Sequence[int]]] | None = None, *, add_eos: bool = True) -> "ParallelData":
+                 channels: Mapping[str, Sequence[Sequence[int]]] | None = None, *,
+                 add_eos: bool = True) -> "ParallelData":
         """Wrap ids you already have. ``src`` rows get EOS appended when ``add_eos``; channel rows are per
         subword (EOS value optional, see :func:`expand_channel`)."""
         S = _Ragged()
@@ -292,3 +282,23 @@ def _take(name: str, source: ChannelSource, sentences: list, first_line: int) ->
 def _words(it: Iterable) -> Iterator:
     for x in it:
         yield tokenize(x) if isinstance(x, str) else x
+
+
+def _pair_problem(src_ids: list[int], tgt_ids: list[int] | None, max_src_len: int | None,
+                  max_tgt_len: int | None, names: tuple[str | None, str | None]) -> tuple[str, str, str] | None:
+    """Why a sentence pair cannot be used, as ``(message, file name, what was expected)``, or None: an empty
+    side, or a side longer than its limit (counting EOS)."""
+    src_name, tgt_name = names
+    ns = len(src_ids) + 1
+    nt = (len(tgt_ids) + 1) if tgt_ids is not None else 0
+    if len(src_ids) == 0:
+        return ("empty source sentence", src_name, "at least one token")
+    if tgt_ids is not None and len(tgt_ids) == 0:
+        return ("empty target sentence", tgt_name, "at least one token")
+    if max_src_len is not None and ns > max_src_len:
+        return (f"source sentence has {ns} tokens with EOS (subwords), more than the model's limit "
+                f"{max_src_len}", src_name, f"at most {max_src_len} (or skip long lines)")
+    if max_tgt_len is not None and tgt_ids is not None and nt > max_tgt_len:
+        return (f"target sentence has {nt} tokens with EOS (subwords), more than the model's limit "
+                f"{max_tgt_len}", tgt_name, f"at most {max_tgt_len} (or skip long lines)")
+    return None

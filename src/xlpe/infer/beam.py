@@ -225,130 +225,173 @@ def beam_search(model: Transformer, src: Tensor, channels: dict[str, Tensor] | N
     kk = min(C, cfg.tgt_vocab)                    # candidates taken from each beam
     with _eval_mode(model, inference=True):
         enc = model.encode(src, channels)   # one memory row per sentence, shared by its K beams (decoder rows)
-        B, S = src.shape
-        dev = src.device
         src_len = (~enc.src_pad_mask).sum(1)
         max_len = _max_lengths(enc, max_len_a, max_len_b, cfg.max_len)
         steps = int(max_len.max()) + 1
-        want_attn = return_attn_layer is not None
-        rank = torch.arange(K, device=dev)[None, :]
-
-        # finished hypotheses, best K per sentence, indexed by the sentence's place in the batch
-        fin_score = torch.full((B, K), NEG_INF, dtype=torch.float64, device=dev)
-        fin_logprob = torch.full((B, K), NEG_INF, dtype=torch.float64, device=dev)
-        fin_len = torch.zeros(B, K, dtype=torch.long, device=dev)
-        fin_tokens = torch.full((B, K, steps + 1), cfg.pad_id, dtype=torch.long, device=dev)
-        fin_attn = torch.zeros(B, K, steps, S, device=dev) if want_attn else None
-
-        # the live state covers only the sentences still being decoded (`active`: their places in the batch), as a
-        # grid of K slots each (tokens, scores); a sentence that is done leaves it, so later steps cost nothing for
-        # it. Only the live slots (`live`, finite score: beam 0 at the start, fewer as the exhaust rule's beam
-        # shrinks) are decoded; the cache holds their rows in that order. tokens[:, 0] = BOS.
-        active = torch.arange(B, device=dev)
-        tokens = torch.full((B * K, steps + 1), cfg.pad_id, dtype=torch.long, device=dev)
-        tokens[:, 0] = cfg.bos_id
-        scores = torch.full((B, K), NEG_INF, dtype=torch.float64, device=dev)
-        scores[:, 0] = 0.0
-        live = torch.arange(B, device=dev) * K
-        attn = torch.zeros(B * K, steps, S, device=dev) if want_attn else None
-        n_alive = torch.full((B,), K, device=dev)
-        n_fin = torch.zeros(B, dtype=torch.long, device=dev)
-        max_len_act = max_len
-        cache = DecoderCache()
-
+        fin = _Finished(src.shape, K, steps, cfg.pad_id, return_attn_layer is not None, src.device)
+        beams = _Beams(enc, max_len, src.shape, K, steps, cfg, return_attn_layer is not None)
         for t in range(steps):
-            n = active.numel()
-            # the C best extensions of a sentence are among the C best of each of its beams
-            if live.numel() == n * K:     # every slot live (the fairseq rule after step 0): the plain grid
-                lp_k, tok_k, a = _next_candidates(model, tokens[:, t:t + 1], enc, cache, return_attn_layer, t,
-                                                  max_len_act.repeat_interleave(K), kk)
-            else:
-                lp_c, tok_c, a = _next_candidates(model, tokens[live, t:t + 1], enc, cache, return_attn_layer, t,
-                                                  max_len_act[live // K], kk, slots=(live, K))
-                lp_k = torch.full((n * K, kk), NEG_INF, dtype=lp_c.dtype, device=dev).index_copy_(0, live, lp_c)
-                tok_k = torch.full((n * K, kk), cfg.pad_id, dtype=torch.long, device=dev).index_copy_(0, live,
-                                                                                                      tok_c)
-            if want_attn:
-                attn[live, t] = a
-            cand = (scores[:, :, None] + lp_k.view(n, K, kk).double()).view(n, K * kk)
-            top_s, top_j = cand.topk(min(C, K * kk), dim=1)                     # (n, C), best first
-            beam_i = top_j // kk
-            tok_i = tok_k.view(n, K * kk).gather(1, top_j)
-            base = (torch.arange(n, device=dev) * K)[:, None]
-            rows = (base + beam_i).view(-1)
+            top_s, beam_i, tok_i = beams.extensions(model, t, kk, C, return_attn_layer)
             is_eos = tok_i.eq(cfg.eos_id)
             finite = torch.isfinite(top_s)
-            rank_c = torch.arange(top_s.shape[1], device=dev)[None, :]
+            rank_c = torch.arange(top_s.shape[1], device=src.device)[None, :]
             if keep_k:   # EOS among the K best finishes; the K best others stay alive
                 new = is_eos & finite & (rank_c < K)
                 alive = ~is_eos & finite
             else:        # the best n_alive are kept; those ending in EOS finish, the others stay alive
-                kept = (rank_c < n_alive[:, None]) & finite
+                kept = (rank_c < beams.n_alive[:, None]) & finite
                 new, alive = kept & is_eos, kept & ~is_eos
-
             # 1) finished hypotheses (at most K per sentence in total, so the merge keeps them all)
             if bool(new.any()):
-                new_score = (top_s / length_penalty(t + 1, lenpen, lenpen_style)).masked_fill(~new, NEG_INF)
-                new_tokens = tokens.index_select(0, rows).view(n, top_s.shape[1], -1)
-                new_tokens[:, :, t + 1] = cfg.eos_id
-                both = torch.cat((fin_score[active], new_score), 1)
-                keep = both.topk(K, dim=1).indices                                # (n, K) into [old; new]
-                fin_score[active] = both.gather(1, keep)
-                fin_logprob[active] = torch.cat((fin_logprob[active], top_s), 1).gather(1, keep)
-                fin_len[active] = torch.cat((fin_len[active], torch.full_like(new_score, t, dtype=torch.long)),
-                                            1).gather(1, keep)
-                fin_tokens[active] = _gather_rows(torch.cat((fin_tokens[active], new_tokens), 1), keep)
-                if want_attn:
-                    fin_attn[active] = _gather_rows(
-                        torch.cat((fin_attn[active], attn.index_select(0, rows).view(n, -1, steps, S)), 1), keep)
-                n_fin[active] += new.sum(1)
-
+                fin.add(beams, new, top_s, t, length_penalty(t + 1, lenpen, lenpen_style), cfg.eos_id)
             # 2) the live candidates (at most K, best first; the rest are dead)
-            n_alive = alive.sum(1).clamp(max=K)
-            scores, j = top_s.masked_fill(~alive, NEG_INF).topk(K, dim=1)
-            rows = (base + beam_i.gather(1, j)).view(-1)          # each slot's parent slot
-            tokens = tokens.index_select(0, rows)
-            tokens[:, t + 1] = tok_i.gather(1, j).view(-1)
-            if want_attn:
-                attn = attn.index_select(0, rows)
-            # the new live slots; the cache rows of their parents (live slots of this step, by construction)
-            new_live = torch.isfinite(scores).view(-1).nonzero().squeeze(1)
-            cache_row = torch.full((n * K,), -1, dtype=torch.long, device=dev)
-            cache_row[live] = torch.arange(live.numel(), device=dev)
-            cache.reorder_self(cache_row[rows[new_live]])
-            live = new_live
-
+            beams.advance(alive, top_s, beam_i, tok_i, t)
             # 3) sentences without a live hypothesis (or at their maximum length) leave the live state
-            done = n_alive.eq(0) | (t >= max_len_act)
+            done = beams.n_alive.eq(0) | (t >= beams.max_len)
             if keep_k:
-                done |= n_fin[active].ge(K)
+                done |= fin.count[beams.active].ge(K)
             if bool(done.all()):
                 break
             if bool(done.any()):
-                stay = (~done).nonzero().squeeze(1)
-                keep_rows = (stay[:, None] * K + rank).view(-1)
-                slot_now = torch.full((n * K,), -1, dtype=torch.long, device=dev)
-                slot_now[keep_rows] = torch.arange(keep_rows.numel(), device=dev)
-                live_slot = slot_now[live]                         # -1: a live beam of a sentence that is done
-                kept_live = live_slot.ge(0).nonzero().squeeze(1)
-                active, scores, n_alive, max_len_act = active[stay], scores[stay], n_alive[stay], max_len_act[stay]
-                tokens = tokens.index_select(0, keep_rows)
-                enc = enc.index_select(stay)
-                cache.reorder(kept_live, cross_index=stay)
-                live = live_slot[kept_live]
-                if want_attn:
-                    attn = attn.index_select(0, keep_rows)
+                beams.drop(done)
+    return fin.best(src_len)
 
-    best = fin_score.argmax(1)
-    hyps = []
-    for i in range(B):
-        j = int(best[i])
-        n = int(fin_len[i, j])
-        s = int(src_len[i])
-        hyps.append(Hypothesis(fin_tokens[i, j, 1:n + 1].tolist(), float(fin_score[i, j]), float(fin_logprob[i, j]),
-                               None if fin_attn is None else fin_attn[i, j, :n + 1, :s].to("cpu", copy=True)))
-    return hyps
 
+class _Beams:
+    """The live state of a beam search. It covers only the sentences still being decoded (``active``: their
+    places in the batch), as a grid of K slots each (``tokens``, BOS first; ``scores``, raw log-probabilities,
+    -inf for an empty slot); a sentence that is done leaves it, so later steps cost nothing for it. Only the
+    live slots (``live``, finite score: beam 0 at the start, fewer as the exhaust rule's beam shrinks) are
+    decoded; the decoder cache holds their rows in that order. ``attn``: each slot's attention rows."""
+
+    def __init__(self, enc: EncoderOut, max_len: Tensor, shape: tuple[int, int], K: int, steps: int, cfg,
+                 want_attn: bool):
+        (B, S), dev = shape, max_len.device
+        self.enc, self.max_len, self.K, self.cfg = enc, max_len, K, cfg
+        self.active = torch.arange(B, device=dev)
+        self.tokens = torch.full((B * K, steps + 1), cfg.pad_id, dtype=torch.long, device=dev)
+        self.tokens[:, 0] = cfg.bos_id
+        self.scores = torch.full((B, K), NEG_INF, dtype=torch.float64, device=dev)
+        self.scores[:, 0] = 0.0
+        self.live = torch.arange(B, device=dev) * K
+        self.attn = torch.zeros(B * K, steps, S, device=dev) if want_attn else None
+        self.n_alive = torch.full((B,), K, device=dev)
+        self.cache = DecoderCache()
+        self.rank = torch.arange(K, device=dev)[None, :]     # a sentence's slot numbers
+        self.base = self.rows = None          # this step's first slot of each sentence, the candidates' parents
+
+    def extensions(self, model: Transformer, t: int, kk: int, C: int,
+                   layer: int | None) -> tuple[Tensor, Tensor, Tensor]:
+        """Decode the live slots at step ``t``; the ``C`` best one-token extensions of each sentence, best first:
+        ``(scores (n, C), parent beams (n, C), tokens (n, C))``, from the ``kk`` best tokens of every beam (the
+        ``C`` best extensions of a sentence are among them); sets ``rows``, the candidates' parent slots."""
+        K, live, dev = self.K, self.live, self.tokens.device
+        n = self.active.numel()
+        if live.numel() == n * K:     # every slot live (the fairseq rule after step 0): the plain grid
+            lp_k, tok_k, a = _next_candidates(model, self.tokens[:, t:t + 1], self.enc, self.cache, layer, t,
+                                              self.max_len.repeat_interleave(K), kk)
+        else:
+            lp_c, tok_c, a = _next_candidates(model, self.tokens[live, t:t + 1], self.enc, self.cache, layer, t,
+                                              self.max_len[live // K], kk, slots=(live, K))
+            lp_k = torch.full((n * K, kk), NEG_INF, dtype=lp_c.dtype, device=dev).index_copy_(0, live, lp_c)
+            tok_k = torch.full((n * K, kk), self.cfg.pad_id, dtype=torch.long, device=dev).index_copy_(0, live,
+                                                                                                       tok_c)
+        if self.attn is not None:
+            self.attn[live, t] = a
+        cand = (self.scores[:, :, None] + lp_k.view(n, K, kk).double()).view(n, K * kk)
+        top_s, top_j = cand.topk(min(C, K * kk), dim=1)                     # (n, C), best first
+        beam_i = top_j // kk
+        tok_i = tok_k.view(n, K * kk).gather(1, top_j)
+        self.base = (torch.arange(n, device=dev) * K)[:, None]
+        self.rows = (self.base + beam_i).view(-1)
+        return top_s, beam_i, tok_i
+
+    def advance(self, alive: Tensor, top_s: Tensor, beam_i: Tensor, tok_i: Tensor, t: int) -> None:
+        """Fill the slots with the ``alive`` candidates (at most K a sentence, best first; the rest are dead),
+        their token ``t + 1`` appended; the cache follows them."""
+        n, K, live = self.active.numel(), self.K, self.live
+        self.n_alive = alive.sum(1).clamp(max=K)
+        self.scores, j = top_s.masked_fill(~alive, NEG_INF).topk(K, dim=1)
+        rows = (self.base + beam_i.gather(1, j)).view(-1)          # each slot's parent slot
+        self.tokens = self.tokens.index_select(0, rows)
+        self.tokens[:, t + 1] = tok_i.gather(1, j).view(-1)
+        if self.attn is not None:
+            self.attn = self.attn.index_select(0, rows)
+        # the new live slots; the cache rows of their parents (live slots of this step, by construction)
+        new_live = torch.isfinite(self.scores).view(-1).nonzero().squeeze(1)
+        cache_row = torch.full((n * K,), -1, dtype=torch.long, device=live.device)
+        cache_row[live] = torch.arange(live.numel(), device=live.device)
+        self.cache.reorder_self(cache_row[rows[new_live]])
+        self.live = new_live
+
+    def drop(self, done: Tensor) -> None:
+        """Remove the sentences ``done`` (over ``active``) from the live state, their cached rows too."""
+        n, K, dev = self.active.numel(), self.K, self.tokens.device
+        stay = (~done).nonzero().squeeze(1)
+        keep_rows = (stay[:, None] * K + self.rank).view(-1)
+        slot_now = torch.full((n * K,), -1, dtype=torch.long, device=dev)
+        slot_now[keep_rows] = torch.arange(keep_rows.numel(), device=dev)
+        live_slot = slot_now[self.live]                         # -1: a live beam of a sentence that is done
+        kept_live = live_slot.ge(0).nonzero().squeeze(1)
+        self.active, self.scores, self.n_alive = self.active[stay], self.scores[stay], self.n_alive[stay]
+        self.max_len = self.max_len[stay]
+        self.tokens = self.tokens.index_select(0, keep_rows)
+        self.enc = self.enc.index_select(stay)
+        self.cache.reorder(kept_live, cross_index=stay)
+        self.live = live_slot[kept_live]
+        if self.attn is not None:
+            self.attn = self.attn.index_select(0, keep_rows)
+
+
+class _Finished:
+    """The finished hypotheses of a beam search, the best K of each sentence by score, indexed by the sentence's
+    place in the batch: ``score`` (``logprob / lp(n)``, -inf for an empty place), ``logprob``, ``length``
+    (tokens before EOS), ``tokens`` (BOS first), ``attn``; ``count``: hypotheses finished so far."""
+
+    def __init__(self, shape: tuple[int, int], K: int, steps: int, pad_id: int, want_attn: bool,
+                 dev: torch.device):
+        (B, S), self.K = shape, K
+        self.score = torch.full((B, K), NEG_INF, dtype=torch.float64, device=dev)
+        self.logprob = torch.full((B, K), NEG_INF, dtype=torch.float64, device=dev)
+        self.length = torch.zeros(B, K, dtype=torch.long, device=dev)
+        self.tokens = torch.full((B, K, steps + 1), pad_id, dtype=torch.long, device=dev)
+        self.attn = torch.zeros(B, K, steps, S, device=dev) if want_attn else None
+        self.count = torch.zeros(B, dtype=torch.long, device=dev)
+
+    def add(self, beams: _Beams, new: Tensor, top_s: Tensor, t: int, lp: float, eos_id: int) -> None:
+        """Merge the candidates ``new`` (ending in EOS at step ``t``, parents ``beams.rows``), scored
+        ``top_s / lp``, into the best K of their sentences (at most K finish per sentence in total, so the
+        merge keeps them all)."""
+        active, rows, K = beams.active, beams.rows, self.K
+        n = active.numel()
+        new_score = (top_s / lp).masked_fill(~new, NEG_INF)
+        new_tokens = beams.tokens.index_select(0, rows).view(n, top_s.shape[1], -1)
+        new_tokens[:, :, t + 1] = eos_id
+        both = torch.cat((self.score[active], new_score), 1)
+        keep = both.topk(K, dim=1).indices                                # (n, K) into [old; new]
+        self.score[active] = both.gather(1, keep)
+        self.logprob[active] = torch.cat((self.logprob[active], top_s), 1).gather(1, keep)
+        self.length[active] = torch.cat((self.length[active], torch.full_like(new_score, t, dtype=torch.long)),
+                                        1).gather(1, keep)
+        self.tokens[active] = _gather_rows(torch.cat((self.tokens[active], new_tokens), 1), keep)
+        if self.attn is not None:
+            _, _, steps, S = self.attn.shape
+            self.attn[active] = _gather_rows(
+                torch.cat((self.attn[active], beams.attn.index_select(0, rows).view(n, -1, steps, S)), 1), keep)
+        self.count[active] += new.sum(1)
+
+    def best(self, src_len: Tensor) -> list[Hypothesis]:
+        """The best finished hypothesis of every sentence (attention cut to its ``src_len`` source tokens)."""
+        best = self.score.argmax(1)
+        hyps = []
+        for i in range(best.numel()):
+            j = int(best[i])
+            n = int(self.length[i, j])
+            s = int(src_len[i])
+            hyps.append(Hypothesis(self.tokens[i, j, 1:n + 1].tolist(), float(self.score[i, j]),
+                                   float(self.logprob[i, j]),
+                                   None if self.attn is None else self.attn[i, j, :n + 1, :s].to("cpu", copy=True)))
+        return hyps
 
 
 def _gather_rows(x: Tensor, index: Tensor) -> Tensor:

@@ -73,7 +73,8 @@ def format_joint_line(src: list[str], tgt: list[str]) -> str:
 def _check_tokens(tokens: list[str], where: str) -> None:
     for t in tokens:
         if not t or " " in t or "\n" in t:
-            raise FormatError(f"token {t!r} cannot be written", where, expected="non-empty tokens without ASCII space or newline")
+            raise FormatError(f"token {t!r} cannot be written", where,
+                              expected="non-empty tokens without ASCII space or newline")
 
 
 def write_bitext(src_path: str | os.PathLike, tgt_path: str | os.PathLike,

@@ -278,21 +278,7 @@ class BTGPreorderer:
             raise FormatError(f"{len(sentences)} sentences but {len(ranks)} rank lines",
                               expected="one rank line per training sentence")
         lw = parse_loss_profile(cfg.loss)
-        data: list[tuple[int, list[str], np.ndarray, np.ndarray]] = []
-        skipped = 0
-        for k, (s, r) in enumerate(zip(sentences, ranks)):
-            try:
-                cols = self._ext.split_factors(s)
-                dense, free = self._dense_ranks(r, len(cols[0]))
-                if free.any() and lw["chunk"]:
-                    raise FormatError(f"{int(free.sum())} word(s) without a rank (-1)",
-                                      expected=f"a τ-only loss profile with attach_null='free', not {cfg.loss!r}")
-            except FormatError as e:
-                raise e.at(line=k + 1) from None
-            if len(s) == 0 or len(s) > cfg.max_len:
-                skipped += 1
-                continue
-            data.append((k, s, dense, free))
+        data, skipped = self._training_data(sentences, ranks, lw)
         cache: dict[int, Features] = {}
         rng = np.random.default_rng(cfg.seed + len(self.history))
         stats = []
@@ -341,6 +327,27 @@ class BTGPreorderer:
             if early_stop and model_loss == oracle_loss:
                 break
         return stats
+
+    def _training_data(self, sentences: list, ranks: list, lw: dict) -> tuple[list, int]:
+        """The sentences to train on, ``(index, tokens, dense ranks, free-word mask)`` each, and how many were
+        skipped (empty, or longer than ``max_len``); a rank line that does not fit its sentence is an error."""
+        cfg = self.config
+        data: list[tuple[int, list[str], np.ndarray, np.ndarray]] = []
+        skipped = 0
+        for k, (s, r) in enumerate(zip(sentences, ranks)):
+            try:
+                cols = self._ext.split_factors(s)
+                dense, free = self._dense_ranks(r, len(cols[0]))
+                if free.any() and lw["chunk"]:
+                    raise FormatError(f"{int(free.sum())} word(s) without a rank (-1)",
+                                      expected=f"a τ-only loss profile with attach_null='free', not {cfg.loss!r}")
+            except FormatError as e:
+                raise e.at(line=k + 1) from None
+            if len(s) == 0 or len(s) > cfg.max_len:
+                skipped += 1
+                continue
+            data.append((k, s, dense, free))
+        return data, skipped
 
     # -- persistence
 

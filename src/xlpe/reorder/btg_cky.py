@@ -195,17 +195,10 @@ def cky(n: int, sc: Scores, cfg: BTGConfig, losses: LossTables | None, loss_weig
     stateful = use_loss and losses.wc != 0
     tau = use_loss and losses.wt != 0
     K = beam if stateful else 1
-    NEG = -np.inf
     plan = _cky_plan(n)
-    rows_all = n * (n + 1)
-    tot = np.full((rows_all, K), NEG)
-    bp = np.zeros((rows_all, K), dtype=np.int64)
+    tot, bp, fr, lr = _empty_chart(n * (n + 1), K, stateful)
     if stateful:
-        ranks = losses.ranks
-        nr = losses.max_rank + 2
-        fr = np.zeros((rows_all, K), dtype=np.int64)  # rank of the first output word
-        lr = np.zeros((rows_all, K), dtype=np.int64)  # rank of the last output word
-        cw = loss_weight * losses.wc
+        ranks, nr, cw = losses.ranks, losses.max_rank + 2, loss_weight * losses.wc
     rev = cfg.use_reverse and sc.span.shape[2] > BACKWARD
     maxterm = cfg.max_term
     span, split, shape = sc.span, sc.split, sc.shape
@@ -257,15 +250,34 @@ def cky(n: int, sc: Scores, cfg: BTGConfig, losses: LossTables | None, loss_weig
                 fr[rows, k] = kj // nr
                 lr[rows, k] = kj % nr
                 if k + 1 < K:
-                    allc[allk == kj[:, None]] = NEG
+                    allc[allk == kj[:, None]] = -np.inf
 
-    root_row = n  # i = 0, L = n
-    root = tot[root_row]
+    root = tot[n]                # row i * (n + 1) + L of the whole sentence: i = 0, L = n
     if stateful:  # the two sentence boundaries (lader EDGE_ROOT)
-        root = root + cw * ((fr[root_row] != 0).astype(np.float64) + (lr[root_row] != losses.max_rank))
+        root = root + cw * ((fr[n] != 0).astype(np.float64) + (lr[n] != losses.max_rank))
+    return _best_derivation(root, bp, nterm_of, n, losses, loss_weight, use_loss)
+
+
+def _empty_chart(rows: int, K: int, stateful: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray | None,
+                                                              np.ndarray | None]:
+    """CKY's chart, K hypotheses for each row ``i * (n + 1) + L`` (the span of length L from word i): their total
+    scores (-inf: none), their flat candidate indices (backpointers) and, when ``stateful`` (chunk loss), the
+    ranks of their first and last output words (else None)."""
+    tot = np.full((rows, K), -np.inf)
+    bp = np.zeros((rows, K), dtype=np.int64)
+    if not stateful:
+        return tot, bp, None, None
+    return tot, bp, np.zeros((rows, K), dtype=np.int64), np.zeros((rows, K), dtype=np.int64)
+
+
+def _best_derivation(root: np.ndarray, bp: np.ndarray, nterm_of: list[int], n: int, losses: LossTables | None,
+                     loss_weight: float, use_loss: bool) -> Derivation:
+    """The derivation of the best root hypothesis (``root``: their scores), decoded from the chart's flat
+    candidate indices ``bp`` (``nterm_of[L]``: the terminal candidates of length L), with its model score
+    (without the loss term) and its loss."""
+    K = bp.shape[1]
     kbest = int(np.argmax(root))
     best = float(root[kbest])
-
     order: list[int] = []
     edges: list[tuple[str, int, int, int]] = []
     W = n + 1

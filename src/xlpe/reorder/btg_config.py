@@ -106,8 +106,8 @@ def parse_template(spec: str, factor: int) -> Template:
         else:
             raise ConfigError(
                 f"feature template {spec!r}: item {it!r} is not supported (supported: "
-                f"{sorted([*POS_L, *POS_R, 'SN', SPAN_PUNCT, *POS_C, *_SHAPE_ITEMS, 'ET'])}; phrase-dictionary 'Q', span "
-                f"string 'SS' and parse items are not implemented)")
+                f"{sorted([*POS_L, *POS_R, 'SN', SPAN_PUNCT, *POS_C, *_SHAPE_ITEMS, 'ET'])}; "
+                f"phrase-dictionary 'Q', span string 'SS' and parse items are not implemented)")
     if len(kinds) > 1:
         raise ConfigError(f"feature template {spec!r} mixes span, split-point and shape items; each template "
                           f"must depend on only one of them (edge scores are decomposed that way)")

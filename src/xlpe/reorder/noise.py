@@ -54,7 +54,8 @@ def noise_stats(lengths: Iterable[int], ratio: float, unit: str = "indices") -> 
     n = np.asarray(list(lengths), dtype=np.int64)
     if n.size == 0:
         return {"pairs_per_sentence": 0.0, "indices_moved": 0.0, "sentences_touched": 0.0}
-    if unit == "probability":       # expectations: E⌊m/2⌋ = (n r − P(m odd)) / 2, P(m odd) = (1 − (1 − 2r)^n) / 2
+    # expectations: E⌊m/2⌋ = (n r − P(m odd)) / 2, P(m odd) = (1 − (1 − 2r)^n) / 2
+    if unit == "probability":
         swap_count(0, ratio, "indices")                          # validates the ratio
         nf = n.astype(np.float64)
         pairs = (nf * ratio - (1 - (1 - 2 * ratio) ** nf) / 2) / 2

@@ -32,8 +32,9 @@ def load_parser(model: str | os.PathLike = DEFAULT_MODEL):
     try:
         nlp = spacy.load(model, exclude=["ner", "lemmatizer"])
     except (OSError, ImportError, ValueError) as e:
-        raise ConfigError(f"spaCy pipeline {os.fspath(model)!r} cannot be loaded: it is not an installed package or a "
-                          f"pipeline directory (xlpe never downloads models) [{str(e).splitlines()[0][:160]}]") from None
+        raise ConfigError(f"spaCy pipeline {os.fspath(model)!r} cannot be loaded: it is not an installed package "
+                          f"or a pipeline directory (xlpe never downloads models) "
+                          f"[{str(e).splitlines()[0][:160]}]") from None
     if "parser" not in nlp.pipe_names:
         raise ConfigError(f"spaCy pipeline {os.fspath(model)!r} has no dependency parser (its components: "
                           f"{', '.join(nlp.pipe_names)})")

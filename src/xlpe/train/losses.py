@@ -136,7 +136,8 @@ class _ProjectedSmoothedCrossEntropy(torch.autograd.Function):
             span = rows if gdtype == torch.float32 else rows * max(1, _GRAD_BYTES // (rows * V * gdtype.itemsize))
             loss = h.new_zeros((), dtype=torch.float32)
             nll_total = loss.clone()
-            dh = torch.empty(hs.shape, dtype=torch.float32, device=h.device) if want and ctx.needs_input_grad[0] else None
+            dh = (torch.empty(hs.shape, dtype=torch.float32, device=h.device)
+                  if want and ctx.needs_input_grad[0] else None)
             want_dw, dw = want and ctx.needs_input_grad[1], None
             for s0 in range(0, len(ts), span):
                 e0 = min(s0 + span, len(ts))
@@ -192,9 +193,10 @@ def projected_label_smoothed_nll(hidden: torch.Tensor, weight: torch.Tensor, tar
 
     Against the projection followed by :func:`label_smoothed_nll` this skips the padding rows' share of the
     output projection and keeps the loss's memory at one float32 block and a gradient buffer of at most 24 MB
-    (``_GRAD_BYTES``) instead of several ``(N, V)`` buffers (scores, their float32 copy, the softmax, the gradient). Under CPU or GPU autocast the matrix products run in the autocast
-    dtype (like ``F.linear`` there) and the softmax in float32; under fp16 autocast the two gradient products run
-    in float32 (they are computed before any loss scaling, so fp16 would flush small gradients to zero).
+    (``_GRAD_BYTES``) instead of several ``(N, V)`` buffers (scores, their float32 copy, the softmax, the
+    gradient). Under CPU or GPU autocast the matrix products run in the autocast dtype (like ``F.linear``
+    there) and the softmax in float32; under fp16 autocast the two gradient products run in float32 (they are
+    computed before any loss scaling, so fp16 would flush small gradients to zero).
 
     Args:
         hidden: ``(..., d)`` decoder outputs before the output projection.

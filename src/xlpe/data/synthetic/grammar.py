@@ -128,47 +128,11 @@ class Grammar:
         """Returns (source words, target words, verb). Main clauses end with the punctuation."""
         r = self.r
         lex, t, sov = self.lex, self.t, self.sov
-        # verb and tense
-        if kind == CLAUSE_OBJECT_RELATIVE:
-            vl = lex.verbs_obj
-        elif depth < self.max_depth and r() < self.comp_rate:
-            vl = lex.verbs_sent
-        else:
-            vl = lex.verbs_plain
-        vclass, sf, topts = vl[int(r() * len(vl))]
-        tf = topts[0] if len(topts) == 1 else topts[int(r() * len(topts))]
-        if kind == CLAUSE_MAIN:
-            vrel, vhead = "root", None
-        elif kind == CLAUSE_COMPLEMENT:
-            vrel, vhead = "ccomp", None          # the caller sets the head
-        else:
-            vrel, vhead = "acl:relcl", head_noun
-        u = r()
-        aux = None
-        AUXT = None
-        a = self.aux_rate
-        if u < a:
-            if u < a * 0.5:                      # future: will V
-                v = [sf[2], "VERB", vrel, vhead, 0]
-                aux = ["will", "AUX", "aux", v, 0]
-                if sov:
-                    VT = [(tf[4], ((aux, True), (v, True)), False)]
-                else:
-                    AUXT = [(t["will"], ((aux, True),), False)]
-                    VT = [(tf[2], ((v, True),), False)]
-            else:                                # perfect: has V-en
-                v = [sf[3], "VERB", vrel, vhead, 0]
-                aux = ["has", "AUX", "aux", v, 0]
-                AUXT = [(t["has"], ((aux, True),), False)]
-                VT = [(tf[3], ((v, True),), False)]
-        else:
-            k = 0 if u < a + (1.0 - a) * 0.5 else 1
-            v = [sf[k], "VERB", vrel, vhead, 0]
-            VT = [(tf[k], ((v, True),), False)]
+        vclass, v, aux, VT, AUXT = self._verb(depth, kind, head_noun)
 
         S = []
         T = []        # leading target material (complementiser, fronted adverb, relative pronoun)
-        front = None
+        front = compT = None
         if kind == CLAUSE_COMPLEMENT:
             comp = ["that", "SCONJ", "mark", v, 0]
             S.append(comp)
@@ -210,7 +174,64 @@ class Grammar:
         if aux is not None:
             S.append(aux)
         S.append(v)
-        # post-verbal constituents in source order: (source words, target words, is complement clause)
+        post = self._post_verbal(depth, kind, vclass, v, advS, advT)
+        for ps in post:
+            S += ps[0]
+
+        T = self._target_order(kind, T, front, subjT, post, VT, AUXT, compT)
+        if kind == CLAUSE_MAIN:
+            p = [PUNCT, "PUNCT", "punct", v, 0]
+            S.append(p)
+            T.append((PUNCT, ((p, True),), False))
+        return S, T, v
+
+    def _verb(self, depth: int, kind: int, head_noun):
+        """A clause's verb and tense: ``(verb class, source verb, source auxiliary or None, target verb words,
+        target auxiliary words or None)``."""
+        r = self.r
+        lex, t, sov = self.lex, self.t, self.sov
+        if kind == CLAUSE_OBJECT_RELATIVE:
+            vl = lex.verbs_obj
+        elif depth < self.max_depth and r() < self.comp_rate:
+            vl = lex.verbs_sent
+        else:
+            vl = lex.verbs_plain
+        vclass, sf, topts = vl[int(r() * len(vl))]
+        tf = topts[0] if len(topts) == 1 else topts[int(r() * len(topts))]
+        if kind == CLAUSE_MAIN:
+            vrel, vhead = "root", None
+        elif kind == CLAUSE_COMPLEMENT:
+            vrel, vhead = "ccomp", None          # the caller sets the head
+        else:
+            vrel, vhead = "acl:relcl", head_noun
+        u = r()
+        aux = None
+        AUXT = None
+        a = self.aux_rate
+        if u < a:
+            if u < a * 0.5:                      # future: will V
+                v = [sf[2], "VERB", vrel, vhead, 0]
+                aux = ["will", "AUX", "aux", v, 0]
+                if sov:
+                    VT = [(tf[4], ((aux, True), (v, True)), False)]
+                else:
+                    AUXT = [(t["will"], ((aux, True),), False)]
+                    VT = [(tf[2], ((v, True),), False)]
+            else:                                # perfect: has V-en
+                v = [sf[3], "VERB", vrel, vhead, 0]
+                aux = ["has", "AUX", "aux", v, 0]
+                AUXT = [(t["has"], ((aux, True),), False)]
+                VT = [(tf[3], ((v, True),), False)]
+        else:
+            k = 0 if u < a + (1.0 - a) * 0.5 else 1
+            v = [sf[k], "VERB", vrel, vhead, 0]
+            VT = [(tf[k], ((v, True),), False)]
+        return vclass, v, aux, VT, AUXT
+
+    def _post_verbal(self, depth: int, kind: int, vclass: int, v: list, advS, advT) -> list:
+        """The constituents after the verb, in source order, as ``(source words, target words, is complement
+        clause)``: objects or a complement clause (by the verb's class), a PP, the adverb ``advS`` unless fronted."""
+        r, t, sov = self.r, self.t, self.sov
         post = []
         if vclass == 2:
             nS, nT, nh, _ = self.np(depth)
@@ -234,10 +255,13 @@ class Grammar:
             post.append((pS, pT, False))
         if advS is not None:
             post.append(([advS], advT, False))
-        for ps in post:
-            S += ps[0]
+        return post
 
-        # target order
+    def _target_order(self, kind: int, T: list, front, subjT: list, post: list, VT: list, AUXT, compT) -> list:
+        """The clause's target words in the profile's order: ``T`` holds the leading material (complementiser,
+        relative pronoun), ``front`` a fronted adverb, ``post`` the post-verbal constituents in source order
+        as ``(source words, target words, is complement clause)``; the punctuation is not added here."""
+        sov = self.sov
         if sov:
             if front:
                 T = front + T
@@ -281,8 +305,4 @@ class Grammar:
             T += VT
             for ps in post:
                 T += ps[1]
-        if kind == CLAUSE_MAIN:
-            p = [PUNCT, "PUNCT", "punct", v, 0]
-            S.append(p)
-            T.append((PUNCT, ((p, True),), False))
-        return S, T, v
+        return T
