@@ -23,7 +23,7 @@ import torch
 from xlpe.align.crossalign import CrossAligner
 from xlpe.align.crossalign_train import TrainConfig, train
 from xlpe.evaluate.aer import corpus_aer
-from xlpe.experiments.stages import synth_stage
+from xlpe.experiments.engine.stages import synth_stage
 from xlpe.io.alignments import read_alignments
 from xlpe.io.atomic import atomic_write
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from xlpe.align.crossalign import CONFIG_NAME, CrossAligner
 from xlpe.evaluate.significance import aer_score, aer_stats, compare
-from xlpe.experiments.cross_align_sweep import DevChoice, best, grid_from_json, key_extraction, menu
+from xlpe.experiments.recipes.cross_align_sweep import DevChoice, best, grid_from_json, key_extraction, menu
 from xlpe.io.alignments import read_alignments
 
 

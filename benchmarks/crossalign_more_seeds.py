@@ -26,9 +26,9 @@ import numpy as np
 import torch
 
 from xlpe.evaluate.significance import aer_score, aer_stats, compare
-from xlpe.experiments.cross_align import RecipeRun, load_config
-from xlpe.experiments.cross_align_report import trained_stages
-from xlpe.experiments.stages import read_text
+from xlpe.experiments.recipes.cross_align import RecipeRun, load_config
+from xlpe.experiments.recipes.cross_align_report import trained_stages
+from xlpe.experiments.engine.stages import read_text
 from xlpe.io.alignments import read_alignments
 
 

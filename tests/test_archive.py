@@ -10,8 +10,8 @@ import torch
 
 from xlpe.cli import main
 from xlpe.errors import ConfigError
-from xlpe.experiments.archive import archive_folder, checkpoint_signature, restore_folder
-from xlpe.experiments.cache import file_sig
+from xlpe.experiments.engine.archive import archive_folder, checkpoint_signature, restore_folder
+from xlpe.experiments.engine.cache import file_sig
 
 
 def _stage(d, key="k1", done=True):
@@ -71,7 +71,7 @@ def test_archive_and_restore(folder, tmp_path):
     assert checkpoint_signature(ck.parent) == sig                                                # the live file
     assert checkpoint_signature(moved / "runs" / "half" / "seed1" / "train") is None
     assert restore_folder(arch, moved)["kept"] == ["runs/base/seed1"]                           # never overwritten
-    from xlpe.experiments.status import folder_status, render_status
+    from xlpe.experiments.engine.status import folder_status, render_status
     st = {e["name"]: e for e in folder_status(moved)["stages"]}
     assert st["runs/base/seed1"]["restored"] and "restored" not in st["runs/half/seed1"]
     assert "| runs/base/seed1 | done (restored, no checkpoint) |" in render_status(folder_status(moved))
@@ -79,7 +79,7 @@ def test_archive_and_restore(folder, tmp_path):
 
 def test_restored_run_is_not_adopted_by_another_recipe(folder, tmp_path):
     """`reuse_runs` adopts checkpoints: a restored run has none, so it must not count as reusable."""
-    from xlpe.experiments.reuse import _finished
+    from xlpe.experiments.engine.reuse import _finished
     arch, moved = tmp_path / "arch", tmp_path / "moved"
     archive_folder(folder, arch)
     restore_folder(arch, moved)

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from xlpe.experiments.cache import run_stage
+from xlpe.experiments.engine.cache import run_stage
 from xlpe.keys import Inputs
 
 
@@ -52,7 +52,7 @@ def test_file_sig_follows_content_not_path_or_mtime(tmp_path):
     import os
     import shutil
 
-    from xlpe.experiments.cache import file_sig
+    from xlpe.experiments.engine.cache import file_sig
 
     a = tmp_path / "x" / "train.en"
     a.parent.mkdir()
@@ -76,7 +76,7 @@ def test_forced_rerun_moves_the_same_key_aside_and_says_so(tmp_path, caplog):
 SLEEPER = """
 import dataclasses, functools, sys, time
 from pathlib import Path
-from xlpe.experiments.cache import run_stages
+from xlpe.experiments.engine.cache import run_stages
 from xlpe.keys import Inputs
 
 @dataclasses.dataclass(frozen=True)
@@ -136,8 +136,8 @@ def test_a_second_caller_waits_for_the_running_stage_and_takes_its_result(tmp_pa
     import threading
     import time
 
-    from xlpe.experiments.cache import stage_running
-    from xlpe.experiments.status import folder_status
+    from xlpe.experiments.engine.cache import stage_running
+    from xlpe.experiments.engine.status import folder_status
 
     inside, release, calls = threading.Event(), threading.Event(), []
 

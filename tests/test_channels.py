@@ -283,7 +283,7 @@ def test_training_signature_ignores_the_data_keys_that_give_no_channel(toy):
     values: the same training as a DataConfig now, for ``experiment.reuse_runs``."""
     import json
 
-    from xlpe.experiments.reuse import training_signature
+    from xlpe.experiments.engine.reuse import training_signature
     from xlpe.train import DataConfig
     data = DataConfig(train_src=str(toy["src"]), train_tgt=str(toy["tgt"]), subword_model=str(toy["spm"]),
                       train_channels={"xl": f"orders:{toy['src']}"})

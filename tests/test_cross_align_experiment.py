@@ -17,9 +17,9 @@ from xlpe.align.crossalign_extract import Extraction  # noqa: E402
 from xlpe.cli import main  # noqa: E402
 from xlpe.errors import ConfigError  # noqa: E402
 from xlpe.evaluate.aer import corpus_aer  # noqa: E402
-from xlpe.experiments import cross_align as ca  # noqa: E402
-from xlpe.experiments.cache import digest, file_sig  # noqa: E402
-from xlpe.experiments.cross_align_sweep import key_extraction  # noqa: E402
+from xlpe.experiments.recipes import cross_align as ca  # noqa: E402
+from xlpe.experiments.engine.cache import digest, file_sig  # noqa: E402
+from xlpe.experiments.recipes.cross_align_sweep import key_extraction  # noqa: E402
 from xlpe.io.alignments import read_alignments  # noqa: E402
 
 # gold: the pairs of equal length, aligned word for word (1-based); two more by hand
@@ -140,7 +140,7 @@ def test_recipe_reports_the_test_part_with_dev_choices(setup):
 def test_extraction_key_material_is_the_old_form():
     """Typed extractions give the sweep keys, the untrained baselines' links keys, the dev choices' order in
     results.json and the menus' order (the dev set's tie-break) the string / keyword form gave."""
-    from xlpe.experiments.cross_align_sweep import DevChoice, DevChoices, ModelChoices, menu, sweep_key, sweep_menu
+    from xlpe.experiments.recipes.cross_align_sweep import DevChoice, DevChoices, ModelChoices, menu, sweep_key, sweep_menu
     for ext, key in ((Extraction(threshold=0.1), 0.1), (Extraction(threshold=0.1, null_sink="none"), 0.1),
                      (Extraction(threshold=0.3, symmetrize="gdfa"), "0.3|grow-diag-final-and"),
                      (Extraction(threshold=0.4, word_vectors="mean", symmetrize="gdfa", layer=7),
@@ -389,7 +389,7 @@ def test_further_ssa_rounds_train_on_the_previous_rounds_labels(setup, tmp_path,
     comparisons, against the round before it too) and Table 3 keeps the paper's ++SSA and round 2 beside it. The TLM
     and SSA stages stay cached."""
     from xlpe.align.crossalign import CrossAligner
-    from xlpe.experiments.cache import file_sig
+    from xlpe.experiments.engine.cache import file_sig
     d = setup[0]
     run2, doc2 = _copy_run(setup, tmp_path, ssa_rounds=[1.0, 1.0])
     caplog.set_level("INFO")

@@ -31,7 +31,7 @@ def test_demo_tiny(tmp_path, capsys):
     # over every split (the AER protocol) saw the test references
     assert _stage_files(out / "align-train") == ["train.src", "train.tgt"]
     assert {"test.src", "test.tgt"} <= set(_stage_files(out / "align"))
-    from xlpe.experiments.cache import file_sig
+    from xlpe.experiments.engine.cache import file_sig
     train_links = file_sig(out / "align-train" / "train.align")[0]
     assert train_links in _stage_params(out / "preorder")["files"] and train_links in _stage_params(out / "dpe-train")["files"]
     # a second run is served from the cache: every stage is skipped, the report is identical

@@ -9,8 +9,8 @@ import torch
 
 from xlpe.cli import main
 from xlpe.errors import ConfigError
-from xlpe.experiments.dpe import load_config
-from xlpe.experiments.twopass import reordered_stage
+from xlpe.experiments.recipes.dpe import load_config
+from xlpe.experiments.recipes.twopass import reordered_stage
 
 from _nmt_toy import tiny_model_config, toy  # noqa: F401  (toy is a fixture)
 
@@ -82,7 +82,7 @@ def test_lambda_chosen_on_the_dev_set(tmp_path):
     assert res["runs"]["dpe/seed1"]["tests"]["test"] == res["runs"][f"{chosen}/seed1"]["tests"]["test"]
     assert "dpe/seed1" in res["probe"]
     # `xlpe experiment status` of the finished folder: nothing unfinished, the shared run shown as its link
-    from xlpe.experiments.status import folder_status
+    from xlpe.experiments.engine.status import folder_status
     st = folder_status(out)
     assert st["unfinished"] == 0 and st["link"] == 1
     assert {"name": "runs/dpe/seed1", "state": "link", "target": f"runs/{chosen}/seed1"} in st["stages"]
@@ -93,7 +93,7 @@ def test_training_links_never_saw_the_test_pairs(tmp_path):
     """targets = 'eflomal': DPE's training targets come from eflomal over the training pairs alone; the test
     targets of the probe from a run over train + test (the AER protocol). One joint run would make the training
     targets a function of the test references."""
-    from xlpe.experiments.cache import file_sig
+    from xlpe.experiments.engine.cache import file_sig
     cfg = tmp_path / "c.toml"
     cfg.write_text(TINY.replace("xl_systems = []", "xl_systems = []\ntargets = 'eflomal'").replace(
         "cost_rounds = 1", "cost_rounds = 0"))
@@ -142,7 +142,7 @@ def test_dpe_against_xl_pe(tmp_path):
 
 
 def test_a_link_to_an_earlier_lambda_choice_is_replaced(tmp_path):
-    from xlpe.experiments.dpe import _share_sweep_runs
+    from xlpe.experiments.recipes.dpe import _share_sweep_runs
     runs = tmp_path / "runs"
     for n in ("dpe-l0.1", "dpe-l0.5"):
         (runs / n / "seed1").mkdir(parents=True)

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from xlpe.experiments.cache import run_stage
+from xlpe.experiments.engine.cache import run_stage
 from xlpe.keys import Inputs, digest, keyed
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from xlpe.cli import main
 from xlpe.errors import ConfigError
-from xlpe.experiments.status import folder_status, render_status
+from xlpe.experiments.engine.status import folder_status, render_status
 
 
 def _stage(d, params, done=True, result=None):

@@ -11,7 +11,7 @@ import pytest
 from xlpe.align.crossalign_train import TrainConfig as CrossAlignTrain
 from xlpe.config import option
 from xlpe.data.synthetic import SyntheticConfig
-from xlpe.experiments.stages import DataSpec
+from xlpe.experiments.engine.stages import DataSpec
 from xlpe.keys import WHEN_SET, config_material
 
 #: the fields each config's keys were made with (they always enter, default or not)

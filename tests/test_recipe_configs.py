@@ -46,7 +46,7 @@ def test_a_misspelt_key_fails_at_load_naming_it(recipe, where):
 
 
 def test_a_misspelt_demo_option_fails_naming_it():
-    from xlpe.experiments.demo import DemoConfig
+    from xlpe.experiments.recipes.demo import DemoConfig
     with pytest.raises(ConfigError, match="bogus_key"):
         build(DemoConfig, {"bogus_key": 1}, "demo options")
 

@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from xlpe.cli import main
-from xlpe.experiments.reuse import training_signature
+from xlpe.experiments.engine.reuse import training_signature
 
 from test_dpe_experiment import TINY
 

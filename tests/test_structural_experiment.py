@@ -8,7 +8,7 @@ import pytest
 
 from xlpe.cli import main
 from xlpe.errors import ConfigError
-from xlpe.experiments.structural_pe import load_config
+from xlpe.experiments.recipes.structural_pe import load_config
 
 TINY = (Path(__file__).with_name("recipe_configs") / "structural-pe.toml").read_text()
 
@@ -118,6 +118,6 @@ def test_bad_extra_tests_fail_early(extra, msg):
 
 
 def test_the_dpe_recipe_refuses_extra_test_sets():
-    from xlpe.experiments.dpe import load_config as dpe_config
+    from xlpe.experiments.recipes.dpe import load_config as dpe_config
     with pytest.raises(ConfigError, match="translates no extra test set"):
         dpe_config(None, ["data.builtin='sov'", "train.max_updates=3", 'data.extra_tests={ t2 = ["a", "b"] }'])

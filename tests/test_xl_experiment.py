@@ -9,7 +9,7 @@ import pytest
 
 from xlpe.cli import main
 from xlpe.errors import ConfigError
-from xlpe.experiments.xl_pe import XLConfig, load_config
+from xlpe.experiments.recipes.xl_pe import XLConfig, load_config
 
 TINY = (Path(__file__).with_name("recipe_configs") / "xl-pe.toml").read_text()
 
@@ -144,7 +144,7 @@ def test_preorder_attach_null_reaches_the_training_labels(tmp_path, monkeypatch,
 
 
 def test_training_pairs_sharing_either_side_with_the_gold_set_are_removed(tmp_path):
-    from xlpe.experiments.stages import data_stage
+    from xlpe.experiments.engine.stages import data_stage
     files = {"train.en": ["a b", "c d", "e f", "g h"], "train.de": ["A B", "C D", "X Y", "G H"],
              "gold.en": ["c d", "z z"], "gold.de": ["Q Q", "X Y"], "gold.talp": ["1-1", "1-1"]}
     for name, lines in files.items():
@@ -164,7 +164,7 @@ def test_removing_gold_pairs_keeps_the_training_links_and_trees_line_aligned(tmp
     """Given training alignments and trees, exclude_gold removes the same lines from them as from the text: the
     kept pairs keep their own links and trees (a shift would pair a sentence with another's tree); a trees file
     that does not match the text is refused."""
-    from xlpe.experiments.stages import data_stage
+    from xlpe.experiments.engine.stages import data_stage
     from xlpe.io.conllu import DepTree, read_conllu, write_conllu
     files = {"train.en": ["a b", "c d", "e f", "g h"], "train.de": ["A B", "C D", "X Y", "G H"],
              "train.align": ["0-0", "1-1", "0-1", "1-0"],
@@ -188,13 +188,13 @@ def test_removing_gold_pairs_keeps_the_training_links_and_trees_line_aligned(tmp
 
 
 def test_report_cells_show_a_spread_only_over_several_seeds():
-    from xlpe.experiments.summary import fmt as _fmt
+    from xlpe.experiments.engine.summary import fmt as _fmt
     assert _fmt((0.7057, 0.0), 1, 100) == "70.57"
     assert _fmt((30.03, 0.92), 3) == "30.03 ± 0.92"
 
 
 def test_report_p_cells_are_bold_only_when_both_tests_pass_and_claims_give_both_metrics():
-    from xlpe.experiments.summary import claim_lines, p_cell
+    from xlpe.experiments.engine.summary import claim_lines, p_cell
     assert p_cell(None) == "—"
     assert p_cell({"p_bootstrap": 0.001, "p_seeds": 0.049}) == "**0.001 / 0.049**"
     assert p_cell({"p_bootstrap": 0.001, "p_seeds": 0.051}) == "0.001 / 0.051"
@@ -207,8 +207,8 @@ def test_report_p_cells_are_bold_only_when_both_tests_pass_and_claims_give_both_
 
 
 def test_dev_curves_are_read_from_the_logs_and_averaged_over_seeds(tmp_path):
-    from xlpe.experiments.nmt_runs import dev_curve
-    from xlpe.experiments.summary import dev_curve_lines, system_summary
+    from xlpe.experiments.engine.runs import dev_curve
+    from xlpe.experiments.engine.summary import dev_curve_lines, system_summary
     runs = {}
     for seed, rows in ((1, ["400,2,6.0,5.5,245,1.0,6.0,9", "800,4,5.0,4.5,90,3.0,5.0,19",
                             "800,4,4.0,3.5,33,5.0,4.0,20"]),            # resumed: step 800 logged again
@@ -234,7 +234,7 @@ def test_dev_curves_are_read_from_the_logs_and_averaged_over_seeds(tmp_path):
 
 
 def test_dev_scores_table_lists_every_system_that_validated_at_its_last_validation():
-    from xlpe.experiments.summary import dev_scores_lines
+    from xlpe.experiments.engine.summary import dev_scores_lines
     point = {"step": 800, "seeds": 3, "valid_loss": (4.0, 0.1), "valid_nll": (3.5, 0.05)}
     lines = dev_scores_lines({"base": {"dev_curve": [{**point, "step": 400}, point]}, "nodev": {},
                               "xl": {"dev_curve": [{**point, "valid_nll": (3.25, 0.0)}]}},
@@ -303,7 +303,7 @@ chosen_on = {{ "train.max_updates" = "a tiny budget for the test", "experiment.p
 
 
 def test_reports_name_the_parts_of_a_split_gold_set():
-    from xlpe.experiments.summary import gold_split_lines
+    from xlpe.experiments.engine.summary import gold_split_lines
     assert gold_split_lines({"gold_split": {"dev": [1, 150], "reported": [151, 508], "all": 508}}) == [
         "- test set: gold sentences 151–508 (the reported part of all 508); dev set: gold sentences 1–150 "
         "(validation and every choice; never reported as a result)"]

@@ -9,14 +9,14 @@ The key material of an inputs value is a dict of its fields:
 
 So a new option, added to a stage's inputs with a default that means "as before", never changes the key of a stage
 that does not use it, and no stage carries a compatibility conditional. Files enter by content
-(:func:`xlpe.experiments.cache.file_sig`: name, size, hash), so a stage whose cheap input stage ran again with the
+(:func:`xlpe.experiments.engine.cache.file_sig`: name, size, hash), so a stage whose cheap input stage ran again with the
 same output stays cached. Nested values (dicts, lists) enter as they are; a nested :class:`Inputs` enters by its own
 key material. A whole config nested in a key (:func:`config_material`, e.g. the training options of a Cross-Align
 stage) enters with every field, except the fields declared :func:`when_set` (``option(..., when_set=True)``), which
 enter only when they differ from their default: every field added to such a config after keys held it is declared so
 (tests/test_keys.py checks the fields of each such config against the list keys were made with). The key is a short
 hash of the material's JSON with sorted keys (:func:`digest`); ``started.json`` and ``done.json`` of a stage record
-the material beside it (the stage cache: :mod:`xlpe.experiments.cache`).
+the material beside it (the stage cache: :mod:`xlpe.experiments.engine.cache`).
 """
 
 from __future__ import annotations

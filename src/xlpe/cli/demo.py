@@ -1,5 +1,5 @@
-"""``xlpe demo``: the main job (:func:`xlpe.experiments.demo.demo`); its options are the fields of
-:class:`~xlpe.experiments.demo.DemoConfig` (:mod:`xlpe.config`: flags, a TOML ``[demo]`` table, ``--set``)."""
+"""``xlpe demo``: the main job (:func:`xlpe.experiments.recipes.demo.demo`); its options are the fields of
+:class:`~xlpe.experiments.recipes.demo.DemoConfig` (:mod:`xlpe.config`: flags, a TOML ``[demo]`` table, ``--set``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from xlpe.config import add_config_arguments, add_dataclass_arguments, build, merge_sources
-from xlpe.experiments.demo import DemoConfig, demo
+from xlpe.experiments.recipes.demo import DemoConfig, demo
 
 
 def add_cli_arguments(p: argparse.ArgumentParser) -> None:

@@ -1,11 +1,9 @@
 """``xlpe experiment NAME``: the recipes that reproduce the papers' tables at small scale; ``xlpe experiment status
-OUT``: how far one of their output folders has come (:mod:`xlpe.experiments.status`); ``xlpe experiment archive OUT
---to DIR`` / ``restore DIR --into OUT``: its finished stages without checkpoints, to fill a table on several
-machines (:mod:`xlpe.experiments.archive`).
+OUT``: how far one of their output folders has come (:mod:`xlpe.experiments.engine.status`); ``xlpe experiment
+archive OUT --to DIR`` / ``restore DIR --into OUT``: its finished stages without checkpoints, to fill a table on
+several machines (:mod:`xlpe.experiments.engine.archive`).
 
-A recipe module (``xlpe.experiments.<name>``) provides ``TABLES`` (what ``--only`` may name), ``load_config(path,
-sets)`` and ``run_experiment(cfg, out, only)``; every config reads the same TOML tables
-(:data:`~xlpe.experiments.recipe.TOML_TABLES`). :data:`RECIPES` names them, and every recipe gets the same options here.
+The recipes are the ones :data:`xlpe.experiments.recipes.RECIPES` names; every recipe gets the same options here.
 """
 
 from __future__ import annotations
@@ -16,21 +14,8 @@ import json
 from pathlib import Path
 
 from xlpe.config import add_config_arguments
-from xlpe.experiments.recipe import TOML_TABLES
-
-#: recipe name -> (module, one-line help)
-RECIPES: dict[str, tuple[str, str]] = {
-    "xl-pe": ("xlpe.experiments.xl_pe", "Ding et al. 2020: Tables 1, 3, 4 and Figures 3, 4 (XL PE, InXL, HeadXL, "
-                                        "Combination)"),
-    "structural-pe": ("xlpe.experiments.structural_pe", "Wang et al. 2019: the structural PE ablation (Table 1), "
-                                                        "Table 2 analogue and the composition with XL PE"),
-    "dpe": ("xlpe.experiments.dpe", "Zheng et al.: DPE (Tables 3-5 analogues: DPE vs baseline, the λ sweep, a "
-                                    "deeper control), 2PT (Table 2) and DPE against XL PE"),
-    "cross-align": ("xlpe.experiments.cross_align", "Lai et al. 2022: the Cross-Align aligner against eflomal and "
-                                                    "the untrained encoder (Tables 2-3, Figures 3 and 5), AER on "
-                                                    "real gold sets"),
-}
-
+from xlpe.experiments.engine.recipe import TOML_TABLES
+from xlpe.experiments.recipes import RECIPES
 
 def add_cli_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="recipe", metavar="NAME", required=True)
@@ -71,12 +56,12 @@ def add_cli_arguments(p: argparse.ArgumentParser) -> None:
 def cli_main(args: argparse.Namespace) -> int:
     module = args._recipe
     if module is None:                      # xlpe experiment status OUT
-        from xlpe.experiments.status import folder_status, render_status
+        from xlpe.experiments.engine.status import folder_status, render_status
         st = folder_status(args.out)
         print(json.dumps(st, indent=1) if args.json else render_status(st).rstrip("\n"))
         return 0
     if module == "archive":
-        from xlpe.experiments.archive import archive_folder
+        from xlpe.experiments.engine.archive import archive_folder
         r = archive_folder(args.out, args.to, max_file_mb=args.max_file_mb)
         print(f"{args.to}: {len(r['written'])} stages written, {len(r['unchanged'])} unchanged, "
               f"{len(r['unfinished'])} unfinished (not archived)")
@@ -84,7 +69,7 @@ def cli_main(args: argparse.Namespace) -> int:
             print(f"  left out {name}: {why} (it runs again after a restore)")
         return 0
     if module == "restore":
-        from xlpe.experiments.archive import restore_folder
+        from xlpe.experiments.engine.archive import restore_folder
         r = restore_folder(args.archive, args.into)
         print(f"{args.into}: {len(r['restored'])} stages restored, {len(r['links'])} links, {len(r['kept'])} kept "
               "(the folder had them)")

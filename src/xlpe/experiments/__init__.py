@@ -1,1 +1,2 @@
-"""Recipes: the demo (main job) and the experiments that reproduce each paper's tables at small scale."""
+"""Experiments: the engine (:mod:`.engine`: typed stages, runs and configs) and the recipes over it
+(:mod:`.recipes`: the demo and each paper's tables)."""

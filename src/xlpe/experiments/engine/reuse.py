@@ -25,11 +25,11 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from xlpe.experiments.cache import digest, file_sig
-from xlpe.experiments.status import log_rows
+from xlpe.experiments.engine.cache import digest, file_sig
+from xlpe.experiments.engine.status import log_rows
 from xlpe.train.config import NEUTRAL_DATA_VALUES, PRE_OPTION_VALUES
 
-log = logging.getLogger("xlpe.experiments.reuse")
+log = logging.getLogger("xlpe.experiments.engine.reuse")
 
 #: training options that change speed, logging or file locations, not the model a budget of updates trains
 NOT_TRAINING = frozenset({"out", "resume", "threads", "device", "log_every", "log_format", "progress", "save_every",
@@ -115,10 +115,10 @@ def take_results(run_dir: Path, mcfg, tcfg, dcfg, folders: list[str | os.PathLik
                  evaluation: str) -> dict[str, Any] | None:
     """Before a run trains, when no run with checkpoints can be adopted (:func:`maybe_adopt`): a finished run in
     ``folders`` with the same training *and* the same evaluation (``evaluation``: the digest of the test sets, their
-    channels, the decoding and the measurements, which :func:`xlpe.experiments.nmt_runs.run_system` records in every
+    channels, the decoding and the measurements, which :func:`xlpe.experiments.engine.runs.run_system` records in every
     result) gives its results instead: its translations, alignments and logs are copied into ``run_dir`` and its
     result is returned with its files named there and ``reused`` set. This is how a run restored from an archive
-    (no checkpoints, :mod:`xlpe.experiments.archive`) serves another recipe; None if there is no such run."""
+    (no checkpoints, :mod:`xlpe.experiments.engine.archive`) serves another recipe; None if there is no such run."""
     train_dir = run_dir / "train"
     if not folders or (train_dir.exists() and any(train_dir.iterdir())):
         return None

@@ -1,6 +1,6 @@
-"""The stages every recipe shares, each cached by content and resumable (:mod:`xlpe.experiments.cache`):
+"""The stages every recipe shares, each cached by content and resumable (:mod:`xlpe.experiments.engine.cache`):
 the built-in data, subwords, statistical alignment, the BTG preorderer. ``xlpe demo`` and every
-``xlpe experiment`` are short compositions of these plus their own runs (:mod:`xlpe.experiments.nmt_runs`)
+``xlpe experiment`` are short compositions of these plus their own runs (:mod:`xlpe.experiments.engine.runs`)
 and report; a new recipe adds stages, not copies.
 
 Each function takes the recipe's output folder and returns the stage's result dict (paths and numbers); a
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from xlpe.errors import ConfigError
-from xlpe.experiments.cache import file_sig, run_stage
+from xlpe.experiments.engine.cache import file_sig, run_stage
 from xlpe.keys import Inputs, config_material, keyed
 from xlpe.reorder.oracle import corpus_ranks
 from xlpe.io.atomic import atomic_write

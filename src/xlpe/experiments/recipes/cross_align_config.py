@@ -13,7 +13,7 @@ from xlpe.align.crossalign_train import TrainConfig
 from xlpe.config import apply_sets, build, read_toml
 from xlpe.data.gold_sets import GOLD_SETS
 from xlpe.errors import ConfigError
-from xlpe.experiments.recipe import TOML_TABLES
+from xlpe.experiments.engine.recipe import TOML_TABLES
 
 TABLES = ("table2", "table3", "fig3", "fig5")
 DEV = "dev"

@@ -50,17 +50,17 @@ from typing import Any
 
 from xlpe.errors import ConfigError
 from xlpe.evaluate.bleu import tokenized_by_design
-from xlpe.experiments.cache import file_sig, run_stage
-from xlpe.experiments.nmt_runs import (STOPS, Corpus, CostInputs, Evaluation, RunKey, Shared, System, cost_systems,
+from xlpe.experiments.engine.cache import file_sig, run_stage
+from xlpe.experiments.engine.runs import (STOPS, Corpus, CostInputs, Evaluation, RunKey, Shared, System, cost_systems,
                                       measure_cost, run_grid)
-from xlpe.experiments.recipe import PreorderSettings, RecipeConfig, RecipeExperiment
-from xlpe.experiments.stages import align_stage, preorder_stage, read_text
-from xlpe.experiments.systems import ENCODER_FREE, SYSTEMS, pe_list
-from xlpe.experiments.xl_pe_report import plot_figures, render_preorder_report, render_report, summarise
+from xlpe.experiments.engine.recipe import PreorderSettings, RecipeConfig, RecipeExperiment
+from xlpe.experiments.engine.stages import align_stage, preorder_stage, read_text
+from xlpe.experiments.recipes.systems import ENCODER_FREE, SYSTEMS, pe_list
+from xlpe.experiments.recipes.xl_pe_report import plot_figures, render_preorder_report, render_report, summarise
 from xlpe.nn.positions import inputs_of
 from xlpe.reorder.noise import UNITS
 
-log = logging.getLogger("xlpe.experiments.xl_pe")
+log = logging.getLogger("xlpe.experiments.recipes.xl_pe")
 
 XL_OPTIONS = ("tau", "tau_ratio", "layers", "xl_fusion_param")
 TABLES = ("table1", "fig3", "table3", "table4", "fig4", "preorder")   # preorder: that stage alone, for choices

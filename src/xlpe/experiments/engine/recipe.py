@@ -1,4 +1,4 @@
-"""What every recipe's configuration shares: the TOML tables ``[data]`` (:class:`~xlpe.experiments.stages.DataSpec`),
+"""What every recipe's configuration shares: the TOML tables ``[data]`` (:class:`~xlpe.experiments.engine.stages.DataSpec`),
 ``[experiment]`` (the recipe's own dataclass), ``[model]`` (a preset plus TransformerConfig fields) and
 ``[train]`` (the per-run budget and optimiser), read with :mod:`xlpe.config`, and the checks they all need."""
 
@@ -15,8 +15,8 @@ from typing import Any, ClassVar
 
 from xlpe.config import apply_sets, build, read_toml
 from xlpe.errors import ConfigError
-from xlpe.experiments.nmt_runs import STOPS
-from xlpe.experiments.stages import DataSpec, data_stage, subword_stage
+from xlpe.experiments.engine.runs import STOPS
+from xlpe.experiments.engine.stages import DataSpec, data_stage, subword_stage
 from xlpe.io.atomic import atomic_write
 from xlpe.runtime import versions
 
@@ -75,7 +75,7 @@ class RecipeExperiment:
     threads: int = 1                         # torch threads per run
     jobs: int = 1                            # runs at once, in separate processes (not part of a run's cache key)
     # other recipe folders whose finished runs of the same training (model, options, data by content, seed) a run
-    # takes instead of training again, e.g. xl-pe Europarl's baseline for structural-pe's (xlpe.experiments.reuse)
+    # takes instead of training again, e.g. xl-pe Europarl's baseline for structural-pe's (xlpe.experiments.engine.reuse)
     reuse_runs: list[str] = field(default_factory=list)
     # the cost stage: every system trains cost_updates updates in turn, cost_rounds times after a warm-up round,
     # on the recipe's own model and data (0 rounds = no cost stage)
@@ -119,7 +119,7 @@ class PreorderSettings:
                               "experiment.preorder.loss = 'tau=1' (the chunk loss has no cost for unranked words)")
 
     def preorder_options(self) -> dict[str, Any]:
-        """These settings as keyword arguments of :func:`xlpe.experiments.stages.preorder_stage`."""
+        """These settings as keyword arguments of :func:`xlpe.experiments.engine.stages.preorder_stage`."""
         return {"sentences": self.preorder_sentences, "iterations": self.preorder_iterations, "btg": self.preorder,
                 "attach_null": self.preorder_attach_null, "model": self.preorderer, "level": self.preorder_level}
 

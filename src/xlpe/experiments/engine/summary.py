@@ -7,7 +7,7 @@ import statistics
 import sys
 from typing import Any
 
-from xlpe.experiments.stages import read_text
+from xlpe.experiments.engine.stages import read_text
 
 
 def mean_std(xs: list[float]) -> tuple[float, float]:

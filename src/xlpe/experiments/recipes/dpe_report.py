@@ -1,11 +1,11 @@
-"""The report of ``xlpe experiment dpe`` (:mod:`xlpe.experiments.dpe`): Markdown tables and a plot."""
+"""The report of ``xlpe experiment dpe`` (:mod:`xlpe.experiments.recipes.dpe`): Markdown tables and a plot."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from xlpe.experiments.summary import (claim_lines, closing_lines, dev_curve_lines, dev_scores_lines, fmt,
+from xlpe.experiments.engine.summary import (claim_lines, closing_lines, dev_curve_lines, dev_scores_lines, fmt,
                                       gold_split_lines, mean_std, p_cell)
 
 

@@ -1,6 +1,6 @@
 """The report of ``xlpe experiment xl-pe``: per-system summaries over seeds, the Markdown tables of Ding et al.
 Tables 1, 3, 4 and Figures 3, 4, and their plots. ``cfg`` is the recipe's ``XLConfig``
-(:mod:`xlpe.experiments.xl_pe`, which imports this module)."""
+(:mod:`xlpe.experiments.recipes.xl_pe`, which imports this module)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from xlpe.experiments.stages import read_text
-from xlpe.experiments.summary import (claim_lines, closing_lines, dev_curve_lines, dev_scores_lines, fmt, p_cell,
+from xlpe.experiments.engine.stages import read_text
+from xlpe.experiments.engine.summary import (claim_lines, closing_lines, dev_curve_lines, dev_scores_lines, fmt, p_cell,
                                       system_summary)
-from xlpe.experiments.systems import LABELS
+from xlpe.experiments.recipes.systems import LABELS
 
 #: how report headers name test sets the recipe adds itself
 TEST_LABELS = {"all-gold": "all gold (incl. dev part)"}

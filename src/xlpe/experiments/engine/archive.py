@@ -2,7 +2,7 @@
 stages without their model checkpoints, small enough to keep under version control, so that a table which needs more
 training than one machine's lifetime (a laptop replaced, a cloud instance recycled) can be filled on several.
 
-**Archive.** Every finished stage of OUT (a folder with ``done.json``, :mod:`xlpe.experiments.cache`) becomes
+**Archive.** Every finished stage of OUT (a folder with ``done.json``, :mod:`xlpe.experiments.engine.cache`) becomes
 ``DIR/<stage>.tar.xz`` with every file of the stage except checkpoints (``*.pt``), the trainer's data caches
 (``cache/``: the corpus encoded, rebuilt when needed) and the stages nested in it (each archived on its own). The
 signatures of the checkpoints it leaves out go in as ``archived_checkpoints.json``: the stages that read a trained
@@ -20,10 +20,10 @@ and reported). The files a stage's result names (its translations, the alignment
 archived relative to the folder and restored under OUT, wherever that is. Run ``restore`` before the recipe: its
 stages are then cached, so it trains only what the archive lacks. A restored run has no checkpoint: it is finished
 for its recipe (report, tables and significance tests read its translations and logs) and gives its results to a run
-of another recipe with the same training and evaluation (``reuse_runs``, :func:`xlpe.experiments.reuse.take_results`),
+of another recipe with the same training and evaluation (``reuse_runs``, :func:`xlpe.experiments.engine.reuse.take_results`),
 but it cannot be trained further.
 
-The cache keys hold the inputs by content (:func:`xlpe.experiments.cache.file_sig`), so a restored stage counts as
+The cache keys hold the inputs by content (:func:`xlpe.experiments.engine.cache.file_sig`), so a restored stage counts as
 cached only with the same data, options and restored (or identically recomputed) earlier stages. The code version
 is not compared: the manifest records the xlpe version of each archiving, and a table should be trained by one.
 """
@@ -39,11 +39,11 @@ from pathlib import Path
 from typing import Any
 
 from xlpe.errors import ConfigError
-from xlpe.experiments.cache import file_sig
-from xlpe.experiments.status import CHECKPOINTS_FILE, stage_folders
+from xlpe.experiments.engine.cache import file_sig
+from xlpe.experiments.engine.status import CHECKPOINTS_FILE, stage_folders
 from xlpe.io.atomic import atomic_write
 
-log = logging.getLogger("xlpe.experiments.archive")
+log = logging.getLogger("xlpe.experiments.engine.archive")
 
 #: kinds of files an archive holds: results and logs, translations, alignments, orders, DPE targets, subword and
 #: preordering models

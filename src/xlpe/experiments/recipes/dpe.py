@@ -6,7 +6,7 @@
    §8.3) — the built-in pair's generator alignments (``targets = "gold"``) or eflomal's (``"eflomal"``);
    ``preorder`` for the XL PE systems of the comparison.
 2. ``runs``: one model per (system, seed) with the same data, budget and seeds
-   (:func:`xlpe.experiments.nmt_runs.run_grid`):
+   (:func:`xlpe.experiments.engine.runs.run_grid`):
 
    * Table 3 analogue: ``baseline`` (APE) vs ``dpe`` (λ = ``dpe_lambda``), with parameter counts; on the
      built-in pair also ``dpe-eflomal``, DPE trained on eflomal targets instead of the generator's;
@@ -15,7 +15,7 @@
      rows), so that a DPE gain is not just depth;
    * ``xl``: DPE against XL PE (InXL, HeadXL, Combination) on the same data, seeds and budget (in none of the
      papers);
-   * Table 2 analogue (2PT, :mod:`xlpe.experiments.twopass`): the reorderer's BLEU against the oracle reordered
+   * Table 2 analogue (2PT, :mod:`xlpe.experiments.recipes.twopass`): the reorderer's BLEU against the oracle reordered
      test source, the pipeline from the source alone, and the oracle reordering (an upper bound that needs the
      reference).
 3. ``probe``: how well each DPE model's layers learned the order on the test set (MSE, and Kendall τ of the
@@ -39,19 +39,19 @@ from typing import Any
 
 from xlpe.errors import ConfigError
 from xlpe.evaluate.bleu import tokenized_by_design
-from xlpe.experiments.archive import checkpoint_signature
-from xlpe.experiments.cache import cached_result, file_sig, run_stage
-from xlpe.experiments.dpe_report import lambda_name, plot, render_report
+from xlpe.experiments.engine.archive import checkpoint_signature
+from xlpe.experiments.engine.cache import cached_result, file_sig, run_stage
+from xlpe.experiments.recipes.dpe_report import lambda_name, plot, render_report
 from xlpe.keys import Inputs, keyed
-from xlpe.experiments.nmt_runs import (STOPS, Corpus, CostInputs, Evaluation, RunKey, Shared, System, cost_systems,
+from xlpe.experiments.engine.runs import (STOPS, Corpus, CostInputs, Evaluation, RunKey, Shared, System, cost_systems,
                                       decode_cost_stage, measure_cost, run_grid)
-from xlpe.experiments.recipe import PreorderSettings, RecipeConfig, RecipeExperiment
-from xlpe.experiments.stages import align_stage, dpe_stage, preorder_stage, read_text
-from xlpe.experiments.summary import system_summary
-from xlpe.experiments.systems import pe_list
-from xlpe.experiments.twopass import UNALIGNED, reordered_stage, twopass_runs
+from xlpe.experiments.engine.recipe import PreorderSettings, RecipeConfig, RecipeExperiment
+from xlpe.experiments.engine.stages import align_stage, dpe_stage, preorder_stage, read_text
+from xlpe.experiments.engine.summary import system_summary
+from xlpe.experiments.recipes.systems import pe_list
+from xlpe.experiments.recipes.twopass import UNALIGNED, reordered_stage, twopass_runs
 
-log = logging.getLogger("xlpe.experiments.dpe")
+log = logging.getLogger("xlpe.experiments.recipes.dpe")
 
 TABLES = ("table2", "table3", "table4", "table5", "xl")
 TARGETS = ("gold", "eflomal")

@@ -1,6 +1,6 @@
 """``xlpe demo`` — the main job: the whole pipeline on the built-in synthetic language pair.
 
-A short recipe over the shared stages of :mod:`xlpe.experiments.stages` (each cached in the output folder: a
+A short recipe over the shared stages of :mod:`xlpe.experiments.engine.stages` (each cached in the output folder: a
 stage whose inputs and options are unchanged is skipped, so an interrupted demo resumes where it stopped):
 
 1. ``synth``    generate the built-in pair (SVO source -> SOV target with postpositions by default);
@@ -31,13 +31,13 @@ from typing import Any
 
 from xlpe.config import option
 from xlpe.errors import ConfigError
-from xlpe.experiments.cache import digest, file_sig, run_stage, run_stages
+from xlpe.experiments.engine.cache import digest, file_sig, run_stage, run_stages
 from xlpe.keys import Inputs
-from xlpe.experiments.nmt_runs import Corpus, Evaluation, RunSpec, Shared, System, run_system
-from xlpe.experiments.recipe import write_outputs
-from xlpe.experiments.stages import SPLITS, align_stage, dpe_stage, preorder_stage, subword_stage, synth_stage
+from xlpe.experiments.engine.runs import Corpus, Evaluation, RunSpec, Shared, System, run_system
+from xlpe.experiments.engine.recipe import write_outputs
+from xlpe.experiments.engine.stages import SPLITS, align_stage, dpe_stage, preorder_stage, subword_stage, synth_stage
 from xlpe.reorder.oracle import corpus_ranks
-from xlpe.experiments.systems import SYSTEMS, pe_list
+from xlpe.experiments.recipes.systems import SYSTEMS, pe_list
 from xlpe.io import read_alignments
 from xlpe.runtime import versions
 

@@ -11,9 +11,9 @@ import numpy as np
 
 from xlpe.align.crossalign_extract import Extraction
 from xlpe.evaluate.significance import aer_score, aer_stats, compare
-from xlpe.experiments.cross_align_sweep import DevChoices, ModelChoices, sweep_key
+from xlpe.experiments.recipes.cross_align_sweep import DevChoices, ModelChoices, sweep_key
 
-log = logging.getLogger("xlpe.experiments.cross_align")
+log = logging.getLogger("xlpe.experiments.recipes.cross_align")
 DEV = "dev"
 
 

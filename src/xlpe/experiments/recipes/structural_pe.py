@@ -4,7 +4,7 @@
    (``train_trees``, ...) or parsed with spaCy (``parse`` stage, ``experiment.parser_model``), tokens kept.
 2. ``subword`` and, only for a system composed with XL PE, ``align`` + ``preorder`` (shared stages).
 3. ``runs``: one model per (system, seed), every system with the same data, budget and seeds
-   (:func:`xlpe.experiments.nmt_runs.run_grid`); each reads the channels it needs of one set of specs.
+   (:func:`xlpe.experiments.engine.runs.run_grid`); each reads the channels it needs of one set of specs.
 4. ``cost``: training speed (tokens/s) and decoding speed (sentences/s, beam search) of every system relative
    to the baseline, each in interleaved rounds (optional, ``cost_rounds``). The decoding cost reads the first
    seed's models and runs as soon as they are trained, before the other seeds.
@@ -27,16 +27,16 @@ from typing import Any
 
 from xlpe.errors import ConfigError
 from xlpe.evaluate.bleu import tokenized_by_design
-from xlpe.experiments.cache import file_sig, run_stage
-from xlpe.experiments.nmt_runs import (STOPS, Corpus, CostInputs, Evaluation, RunKey, Shared, System, cost_systems,
+from xlpe.experiments.engine.cache import file_sig, run_stage
+from xlpe.experiments.engine.runs import (STOPS, Corpus, CostInputs, Evaluation, RunKey, Shared, System, cost_systems,
                                       decode_cost_stage, measure_cost, run_grid)
-from xlpe.experiments.recipe import PreorderSettings, RecipeConfig, RecipeExperiment
-from xlpe.experiments.stages import align_stage, parse_stage, preorder_stage, read_text
-from xlpe.experiments.summary import (claim_lines, closing_lines, dev_curve_lines, dev_scores_lines, fmt,
+from xlpe.experiments.engine.recipe import PreorderSettings, RecipeConfig, RecipeExperiment
+from xlpe.experiments.engine.stages import align_stage, parse_stage, preorder_stage, read_text
+from xlpe.experiments.engine.summary import (claim_lines, closing_lines, dev_curve_lines, dev_scores_lines, fmt,
                                       gold_split_lines, p_cell, system_summary)
-from xlpe.experiments.systems import LABELS, SYSTEMS, pe_list
+from xlpe.experiments.recipes.systems import LABELS, SYSTEMS, pe_list
 
-log = logging.getLogger("xlpe.experiments.structural_pe")
+log = logging.getLogger("xlpe.experiments.recipes.structural_pe")
 
 TABLES = ("table1",)
 #: Wang et al. Table 1, in the paper's order

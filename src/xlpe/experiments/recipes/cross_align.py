@@ -59,20 +59,20 @@ from xlpe.align.vocab_prune import prune_vocab
 from xlpe.config import build
 from xlpe.data.gold_sets import HANSARDS_NORM_VERSION, GoldSet, custom_gold_set, load_gold_set
 from xlpe.errors import ConfigError
-from xlpe.experiments.cache import cached_file, file_sig, run_stage
-from xlpe.experiments.cross_align_config import (  # noqa: F401  (load_config: the CLI's entry, as every recipe's)
+from xlpe.experiments.engine.cache import cached_file, file_sig, run_stage
+from xlpe.experiments.recipes.cross_align_config import (  # noqa: F401  (load_config: the CLI's entry, as every recipe's)
     DEV, TABLES, CrossAlignRecipeConfig, load_config)
-from xlpe.experiments.cross_align_report import plot_figures, render_report, summarise, trained_stages
-from xlpe.experiments.cross_align_sweep import (DevChoices, ModelChoices, best, grid_from_json, grid_to_json, menu,
+from xlpe.experiments.recipes.cross_align_report import plot_figures, render_report, summarise, trained_stages
+from xlpe.experiments.recipes.cross_align_sweep import (DevChoices, ModelChoices, best, grid_from_json, grid_to_json, menu,
                                                 sweep, sweep_key, sweep_menu)
-from xlpe.experiments.recipe import write_outputs
-from xlpe.experiments.stages import align_stage, read_text
+from xlpe.experiments.engine.recipe import write_outputs
+from xlpe.experiments.engine.stages import align_stage, read_text
 from xlpe.io.alignments import read_alignments, write_alignments
 from xlpe.io.atomic import atomic_write
 from xlpe.keys import Inputs, config_material
 from xlpe.runtime import seed_all
 
-log = logging.getLogger("xlpe.experiments.cross_align")
+log = logging.getLogger("xlpe.experiments.recipes.cross_align")
 
 
 # TrainConfig options that change how a run is carried out, not what it learns: not part of a stage's key
@@ -398,7 +398,7 @@ class RecipeRun:
 
     def links(self, pair: str, system: str, inputs: "LinksInputs", make) -> list:
         """``make() -> list[Alignment]`` on the pair's gold sentences, cached as ``links-<pair>/<system>.align``
-        (:func:`xlpe.experiments.cache.cached_file`); new gold text, new links."""
+        (:func:`xlpe.experiments.engine.cache.cached_file`); new gold text, new links."""
         p = self.data[pair]["paths"]
         lengths = [(len(a.split(" ")), len(b.split(" "))) for a, b in zip(read_text(p["gold.src"]),
                                                                           read_text(p["gold.tgt"]))]

@@ -1,12 +1,12 @@
 """``xlpe experiment status OUT``: how far a recipe's output folder has come, for tables that fill over several
 sittings.
 
-Every cached stage (:mod:`xlpe.experiments.cache`) is listed as done or unfinished; a stage that trains (a model
+Every cached stage (:mod:`xlpe.experiments.engine.cache`) is listed as done or unfinished; a stage that trains (a model
 run, a Cross-Align stage) also shows its last logged update and its training time so far. Where the stage's
 parameters name a budget (``train.max_updates``: the NMT runs; Cross-Align's budget depends on the data, so it is
 not shown) an unfinished run also shows how long the rest will take at its own pace.
 A run the recipe shares with another (a symbolic link, e.g. ``dpe/seed1`` to the λ sweep's run) is listed as that
-link; a run restored from an archive (:mod:`xlpe.experiments.archive`) is marked, since it has no checkpoint.
+link; a run restored from an archive (:mod:`xlpe.experiments.engine.archive`) is marked, since it has no checkpoint.
 Nothing is run or written, so it is safe beside a running recipe. Stages the recipe has not reached yet have
 no folder and cannot be listed: the config decides them when the recipe runs.
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from xlpe.errors import ConfigError
-from xlpe.experiments.cache import stage_running
+from xlpe.experiments.engine.cache import stage_running
 
 #: the file in a stage restored by ``xlpe experiment restore`` that names the checkpoints its archive left out
 CHECKPOINTS_FILE = "archived_checkpoints.json"
@@ -106,7 +106,7 @@ def folder_status(out: str | os.PathLike) -> dict[str, Any]:
             entry["restored"] = True
         entry.update(_train_progress(here, marker.get("params") or {}))
         if entry["state"] == "unfinished" and stage_running(here):
-            entry["running"] = True             # a process holds its lock (xlpe.experiments.cache.stage_lock)
+            entry["running"] = True             # a process holds its lock (xlpe.experiments.engine.cache.stage_lock)
         if entry["state"] == "unfinished" and entry.get("budget") and "seconds_per_update" in entry:
             entry["remaining_seconds"] = round(entry["seconds_per_update"] * max(entry["budget"] - entry["update"], 0))
         stages.append(entry)

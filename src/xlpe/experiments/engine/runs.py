@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from xlpe.errors import ConfigError
-from xlpe.experiments.archive import checkpoint_signature
-from xlpe.experiments.cache import cached_result, digest, file_sig, run_stage, run_stages
+from xlpe.experiments.engine.archive import checkpoint_signature
+from xlpe.experiments.engine.cache import cached_result, digest, file_sig, run_stage, run_stages
 from xlpe.keys import Inputs
-from xlpe.experiments.reuse import maybe_adopt, output_entries, take_results
-from xlpe.experiments.stages import read_text
-from xlpe.experiments.status import log_rows
+from xlpe.experiments.engine.reuse import maybe_adopt, output_entries, take_results
+from xlpe.experiments.engine.stages import read_text
+from xlpe.experiments.engine.status import log_rows
 from xlpe.io.atomic import atomic_write
 
 log = logging.getLogger("xlpe.experiments")
@@ -53,7 +53,7 @@ def dev_curve(train_dir: Path) -> list[dict[str, float]]:
 class System(Inputs):
     """One system of a recipe's table: its encodings and what it changes of the run every system shares. Its key
     material (:mod:`xlpe.keys`) is the ``run`` entry of each of its runs' keys; a recipe whose
-    systems always stated some option declares them without a default (:class:`xlpe.experiments.xl_pe.XLSystem`)."""
+    systems always stated some option declares them without a default (:class:`xlpe.experiments.recipes.xl_pe.XLSystem`)."""
 
     pe: list
     pe_options: dict = field(default_factory=dict)
@@ -96,7 +96,7 @@ class Evaluation:
     channels}``) also the AER / P / R of alignments read from its attention (SPEC §4.6), and of each ``more_gold``
     set; ``probe`` (optional, picklable): ``applies(model_config)``, ``signature()`` (what it reads, by content) and
     ``probe(model, subword_model) -> dict``, run while the checkpoint is there (e.g.
-    :class:`xlpe.experiments.dpe.DPEProbe`)."""
+    :class:`xlpe.experiments.recipes.dpe.DPEProbe`)."""
 
     beam: int = 5
     lenpen: float = 0.6
@@ -111,7 +111,7 @@ class Evaluation:
 class Shared:
     """What every run of a grid shares: the recipe's [model] and [train] tables, the corpus, the evaluation, the
     threads per run, what a noise ratio counts, and the recipe folders whose finished runs of the same training a run
-    takes (:mod:`xlpe.experiments.reuse`)."""
+    takes (:mod:`xlpe.experiments.engine.reuse`)."""
 
     model: dict
     train: dict
@@ -294,7 +294,7 @@ def evaluation_signature(tests: dict, reads: set[str], *, beam: int, lenpen: flo
     """A digest of how :func:`run_system` evaluates a trained model: the test sets (source, reference and the
     channels the model reads, by content), beam and length penalty, the gold sets its attention is scored on (by
     content) and the probe that applies to the model (its ``signature()``). Two runs with the same training and this
-    signature give the same results (:func:`xlpe.experiments.reuse.take_results`)."""
+    signature give the same results (:func:`xlpe.experiments.engine.reuse.take_results`)."""
     def chans(channels: dict | None) -> dict:
         return channels_by_content(_only(channels, reads))
 
@@ -460,7 +460,7 @@ def decode_cost_stage(out: Path, names: list[str], seed: int, *, src: str, chann
                       lenpen: float, threads: int, rounds: int, sentences: int = 200) -> dict:
     """:func:`measure_decode_cost` of the seed-``seed`` models of ``names`` (the first is the reference), found in
     ``out/runs/<name>/seed<seed>/train``, as the cached stage ``decode-cost``; systems without a trained model
-    are left out (with a warning). Models whose checkpoints an archive left out (:mod:`xlpe.experiments.archive`)
+    are left out (with a warning). Models whose checkpoints an archive left out (:mod:`xlpe.experiments.engine.archive`)
     count by their recorded signatures: their cached measurement is used, and none is made without them."""
     from xlpe.nn.checkpoint import latest_checkpoint
 

@@ -12,7 +12,7 @@
    same seed — the pipeline, from the source alone — and (b) the oracle reordered test source, an upper bound
    that needs the reference (its alignments come from the test pair).
 
-Every run is one :func:`xlpe.experiments.nmt_runs.run_grid` cell (``runs/<system>/seed<k>``), so an
+Every run is one :func:`xlpe.experiments.engine.runs.run_grid` cell (``runs/<system>/seed<k>``), so an
 interrupted pipeline resumes where it stopped; a translator is keyed on its reorderer's output file.
 """
 
@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from xlpe.errors import ConfigError
-from xlpe.experiments.cache import file_sig, run_stage
+from xlpe.experiments.engine.cache import file_sig, run_stage
 from xlpe.keys import Inputs
-from xlpe.experiments.nmt_runs import RunKey, Shared, System, run_grid
+from xlpe.experiments.engine.runs import RunKey, Shared, System, run_grid
 from xlpe.io.atomic import atomic_write
 
 UNALIGNED = ("drop", "keep")
