@@ -1,5 +1,6 @@
-"""The experiment engine's cache convention (xlpe.keys): a stage's key derives from its declared
-inputs; a field at its default stays out, so a new option never changes an old key."""
+"""The experiment engine: its cache convention (xlpe.keys: a stage's key derives from its declared inputs; a field
+at its default stays out, so a new option never changes an old key), and a new recipe added in one place (a toy one,
+two systems and one table, below). A new encoding with a new channel, added in one place: tests/test_channels.py."""
 
 from __future__ import annotations
 
@@ -8,7 +9,12 @@ import json
 
 import pytest
 
-from xlpe.experiments.engine.cache import run_stage
+from xlpe.cli import main
+from xlpe.experiments.engine.cache import file_sig, run_stage
+from xlpe.experiments.engine.recipe import RecipeConfig, RecipeExperiment
+from xlpe.experiments.engine.runs import Corpus, Evaluation, RunKey, Shared, System, run_grid
+from xlpe.experiments.recipes import RECIPES
+from xlpe.experiments.recipes.systems import pe_list
 from xlpe.keys import Inputs, digest, keyed
 
 
@@ -68,3 +74,80 @@ def test_a_stage_runs_once_for_its_inputs_and_again_when_they_change(tmp_path):
 def test_inputs_are_frozen():
     with pytest.raises(dataclasses.FrozenInstanceError):
         Toy(files=[], sentences=1).sentences = 2
+
+
+# A toy recipe, added in one place (this module and one RECIPES entry): two systems, one table, over the engine.
+
+@dataclasses.dataclass
+class ToyExperiment(RecipeExperiment):
+    systems: list[str] = dataclasses.field(default_factory=lambda: ["ape", "rpe"])
+
+
+@dataclasses.dataclass
+class ToyConfig(RecipeConfig):
+    EXPERIMENT = ToyExperiment
+    experiment: ToyExperiment = dataclasses.field(default_factory=ToyExperiment)
+
+
+TABLES = ("bleu",)
+
+
+def load_config(path, sets):
+    return ToyConfig.load(path, sets)
+
+
+def run_experiment(cfg: ToyConfig, out, only=None):
+    out, _, data, spm = cfg.begin(out, only, TABLES)
+    e, p = cfg.experiment, data["paths"]
+    shared = Shared(model=cfg.model, train=cfg.train, evaluation=Evaluation(beam=e.beam, lenpen=e.lenpen),
+                    corpus=Corpus(spm=spm, train_src=p["train_src"], train_tgt=p["train_tgt"],
+                                  tests={"test": (p["test_src"], p["test_tgt"], {})}, tokenized_by_design=True))
+    key = RunKey(model=cfg.model, train=cfg.train, beam=e.beam, lenpen=e.lenpen, spm=file_sig(spm),
+                 tests=file_sig(p["test_src"], p["test_tgt"]))
+    runs = run_grid(out / "runs", {n: System(pe=pe_list(n)) for n in e.systems}, e.seeds, shared, key)
+    rows = [f"| {n} | {runs[f'{n}/seed{s}']['tests']['test']['bleu']:.2f} |" for n in e.systems for s in e.seeds]
+    return cfg.finish(out, "| system | BLEU |\n|---|---|\n" + "\n".join(rows) + "\n", {"runs": runs})
+
+
+TOY = """
+[data]
+builtin = "sov"
+builtin_sizes = [200, 10, 10]
+[experiment]
+seeds = [1]
+vocab_size = 300
+beam = 1
+[model]
+preset = "tiny"
+d_model = 16
+n_heads = 2
+d_ff = 32
+enc_layers = 1
+dec_layers = 1
+[train]
+max_updates = 2
+max_tokens = 300
+warmup = 1
+"""
+
+
+def test_a_toy_recipe_is_one_module_and_one_registry_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(RECIPES, "toy", (__name__, "a toy recipe: two systems, one table"))
+    cfg = tmp_path / "toy.toml"
+    cfg.write_text(TOY)
+    out = tmp_path / "out"
+    assert main(["experiment", "toy", "--config", str(cfg), "--out", str(out)]) == 0
+    report = (out / "report.md").read_text()
+    assert report.startswith("| system | BLEU |") and "| ape |" in report and "| rpe |" in report
+    runs = json.loads((out / "results.json").read_text())["results"]["runs"]
+    assert runs["rpe/seed1"]["pe"] == ["ape", "rpe"] and runs["rpe/seed1"]["updates"] == 2
+    marker = json.loads((out / "runs" / "rpe" / "seed1" / "done.json").read_text())
+    assert marker["params"]["run"] == {"pe": ["ape", "rpe"]} and marker["params"]["gold"] is False
+    # cached: a second invocation trains nothing and reports the same
+    assert main(["experiment", "toy", "--config", str(cfg), "--out", str(out)]) == 0
+    assert json.loads((out / "runs" / "rpe" / "seed1" / "done.json").read_text()) == marker
+    assert (out / "report.md").read_text() == report
+    # its config is checked at load like every recipe's
+    from xlpe.errors import ConfigError
+    with pytest.raises(ConfigError, match="bogus_key"):
+        load_config(str(cfg), ["train.bogus_key=1"])
