@@ -5,7 +5,7 @@
 - :mod:`.stages`: the shared stages (built-in data, data, subwords, eflomal, the BTG preorderer, parsing, DPE
   targets), each with its declared inputs;
 - :mod:`.runs`: the typed NMT run (a :class:`~.runs.System` of a table, the :class:`~.runs.Corpus`, the
-  :class:`~.runs.Evaluation`, what a grid :class:`~.runs.Shared`\s), the grid of systems x seeds, the training and
+  :class:`~.runs.Evaluation`, what a grid shares: :class:`~.runs.Shared`), the grid of systems x seeds, the training and
   decoding cost;
 - :mod:`.cache`: stages cached and resumable under a lock, keyed by their declared inputs (the key rule:
   :mod:`xlpe.keys`);
