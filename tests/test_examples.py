@@ -5,13 +5,14 @@ from pathlib import Path
 
 import pytest
 
+from xlpe.experiments.recipes import RECIPES
+
 ROOT = Path(__file__).resolve().parents[1]
-RECIPES = {"xl-pe": "xl_pe", "structural-pe": "structural_pe", "dpe": "dpe", "cross-align": "cross_align"}
 CONFIGS = sorted((ROOT / "examples").glob("*.toml"))
 
 
 def _recipe(path: Path) -> str:
-    return next(mod for prefix, mod in sorted(RECIPES.items(), key=lambda kv: -len(kv[0]))
+    return next(mod for prefix, (mod, _) in sorted(RECIPES.items(), key=lambda kv: -len(kv[0]))
                 if path.stem.startswith(prefix))
 
 
@@ -25,5 +26,5 @@ def test_example_config_loads(path, monkeypatch, request):
     if "../shared/" in path.read_text():
         request.getfixturevalue("shared_data")  # skips, with the reason, when ../shared/data is absent
     monkeypatch.chdir(ROOT)                     # the configs' data paths are relative to the repository root
-    cfg = importlib.import_module(f"xlpe.experiments.{_recipe(path)}").load_config(str(path), [])
+    cfg = importlib.import_module(_recipe(path)).load_config(str(path), [])
     assert cfg.experiment.seeds

@@ -125,22 +125,90 @@ class PreorderSettings:
 
 
 @dataclasses.dataclass
-class RecipeConfig:
-    """Base of a recipe's config; a subclass sets ``EXPERIMENT`` (its ``[experiment]`` dataclass), redeclares
-    ``experiment`` with that type and extends :meth:`validate`."""
+class Config:
+    """Base of every recipe's config: the TOML tables ``[data]`` (``DATA``), ``[experiment]`` (``EXPERIMENT``),
+    ``[model]`` and ``[train]``, built and checked when the config is loaded (every key of every table; a subclass
+    adds its own checks to :meth:`check_run_tables` and :meth:`validate`), ``chosen_on`` naming real settings, and
+    the report writer."""
 
+    DATA: ClassVar[type] = object
     EXPERIMENT: ClassVar[type] = object
+    data: Any = None
+    experiment: Any = None
+    model: dict[str, Any] = dataclasses.field(default_factory=dict)
+    train: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def run_tables(cls, doc: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """``[model]`` and ``[train]`` of a config document, with the recipe's defaults."""
+        return dict(doc.get("model", {})), dict(doc.get("train", {}))
+
+    @classmethod
+    def check_run_tables(cls, model: dict[str, Any], train: dict[str, Any], source: str) -> None:
+        """Refuse what the recipe's runs could not use in ``[model]`` / ``[train]`` (before any stage runs)."""
+
+    def validate(self):
+        """The checks every recipe needs: ``experiment.chosen_on`` names settings of this config (dev/test
+        discipline)."""
+        tables = {"data": dataclasses.asdict(self.data), "experiment": dataclasses.asdict(self.experiment),
+                  "model": self.model, "train": self.train}
+        for key in getattr(self.experiment, "chosen_on", {}):
+            section, _, name = key.partition(".")
+            if name.split(".")[0] not in tables.get(section, {}):
+                raise ConfigError(f"experiment.chosen_on names {key!r}, which is not a setting of this config "
+                                  "(SECTION.KEY, e.g. train.max_updates)")
+        return self
+
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any], source: str = "config"):
+        unknown = sorted(set(doc) - set(TOML_TABLES))
+        if unknown:
+            raise ConfigError(f"{source}: unknown table(s) {unknown}; expected {', '.join(TOML_TABLES)}")
+        model, train = cls.run_tables(doc)
+        cls.check_run_tables(model, train, source)
+        return cls(build(cls.DATA, doc.get("data", {}), f"{source} [data]"),
+                   build(cls.EXPERIMENT, doc.get("experiment", {}), f"{source} [experiment]"), model,
+                   train).validate()
+
+    @classmethod
+    def load(cls, path: str | None, sets: list[str]):
+        """``--config`` TOML, then ``--set section.key=value`` overrides (TOML values)."""
+        return cls.from_dict(apply_sets(read_toml(path) if path else {}, sets), path or "--set")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def finish(self, out: Path, report: str, results: dict) -> dict:
+        """Write ``report.md`` and ``results.json`` (:func:`write_outputs`)."""
+        return write_outputs(out, self.to_dict(), report, results)
+
+
+@dataclasses.dataclass
+class RecipeConfig(Config):
+    """Base of an NMT recipe's config (xl-pe, structural-pe, dpe): ``[data]`` is a :class:`DataSpec`, ``[model]`` a
+    preset plus :class:`~xlpe.nn.config.TransformerConfig` fields and ``[train]`` the per-run budget and optimiser
+    (:class:`~xlpe.train.config.TrainConfig` fields). A subclass sets ``EXPERIMENT`` (its ``[experiment]``
+    dataclass), redeclares ``experiment`` with that type and extends :meth:`validate`."""
+
+    DATA = DataSpec
     #: what an entry of ``data.extra_tests`` may hold: ``[source, reference]`` (2) and, for a recipe that reads
     #: trees, ``[source, reference, trees]`` (3); empty = the recipe translates no extra test set
     EXTRA_TEST_PARTS: ClassVar[tuple[int, ...]] = (2,)
     data: DataSpec = dataclasses.field(default_factory=DataSpec)
-    experiment: Any = None
     model: dict[str, Any] = dataclasses.field(default_factory=lambda: {"preset": "small"})
     train: dict[str, Any] = dataclasses.field(default_factory=lambda: {"max_updates": 2000})
 
+    @classmethod
+    def run_tables(cls, doc: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        return {"preset": "small", **doc.get("model", {})}, dict(doc.get("train", {"max_updates": 2000}))
+
+    @classmethod
+    def check_run_tables(cls, model: dict[str, Any], train: dict[str, Any], source: str) -> None:
+        check_run_tables(model, train, source)
+
     def validate(self):
-        """The checks every recipe needs: seeds, a per-run budget, data files, the cost stage's numbers, and
-        ``chosen_on`` naming real settings (dev/test discipline)."""
+        """Seeds, a per-run budget, the encodings' options, data files, the cost stage's numbers, and the checks
+        of every recipe (:meth:`Config.validate`)."""
         e, d = self.experiment, self.data
         if not e.seeds:
             raise ConfigError("experiment.seeds is empty")
@@ -157,14 +225,7 @@ class RecipeConfig:
                 if not Path(getattr(d, k)).exists():
                     raise ConfigError(f"[data] {k}: {getattr(d, k)} does not exist")
         self._check_extra_tests()
-        tables = {"data": dataclasses.asdict(d), "experiment": dataclasses.asdict(e), "model": self.model,
-                  "train": self.train}
-        for key in getattr(e, "chosen_on", {}):
-            section, _, name = key.partition(".")
-            if name.split(".")[0] not in tables.get(section, {}):
-                raise ConfigError(f"experiment.chosen_on names {key!r}, which is not a setting of this config "
-                                  "(SECTION.KEY, e.g. train.max_updates)")
-        return self
+        return super().validate()
 
     def _check_extra_tests(self) -> None:
         parts = self.EXTRA_TEST_PARTS
@@ -181,25 +242,6 @@ class RecipeConfig:
             for f in files:
                 if not Path(f).exists():
                     raise ConfigError(f"[data] extra_tests.{name}: {f} does not exist")
-
-    @classmethod
-    def from_dict(cls, doc: dict[str, Any], source: str = "config"):
-        unknown = sorted(set(doc) - set(TOML_TABLES))
-        if unknown:
-            raise ConfigError(f"{source}: unknown table(s) {unknown}; expected {', '.join(TOML_TABLES)}")
-        check_run_tables({"preset": "small", **doc.get("model", {})}, doc.get("train", {}), source)
-        return cls(build(DataSpec, doc.get("data", {}), f"{source} [data]"),
-                   build(cls.EXPERIMENT, doc.get("experiment", {}), f"{source} [experiment]"),
-                   {"preset": "small", **doc.get("model", {})},
-                   dict(doc.get("train", {"max_updates": 2000}))).validate()
-
-    @classmethod
-    def load(cls, path: str | None, sets: list[str]):
-        """``--config`` TOML, then ``--set section.key=value`` overrides (TOML values)."""
-        return cls.from_dict(apply_sets(read_toml(path) if path else {}, sets), path or "--set")
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
     def begin(self, out: str | os.PathLike, only: list[str] | None, tables: tuple[str, ...]
               ) -> tuple[Path, set[str], dict, str]:
@@ -223,10 +265,6 @@ class RecipeConfig:
         p = data["paths"]
         spm = e.subword_model or subword_stage(out, [p["train_src"], p["train_tgt"]], e.vocab_size)
         return out, chosen, data, spm
-
-    def finish(self, out: Path, report: str, results: dict) -> dict:
-        """Write ``report.md`` and ``results.json`` (:func:`write_outputs`)."""
-        return write_outputs(out, self.to_dict(), report, results)
 
 
 def write_outputs(out: Path, config: dict, report: str, results: dict) -> dict:

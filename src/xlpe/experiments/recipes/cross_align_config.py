@@ -3,20 +3,22 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
 from xlpe.align.crossalign import CrossAlignConfig
 from xlpe.align.crossalign_extract import check_symmetrize, check_word_vectors
 from xlpe.align.crossalign_train import TrainConfig
-from xlpe.config import apply_sets, build, read_toml
+from xlpe.config import build
 from xlpe.data.gold_sets import GOLD_SETS
 from xlpe.errors import ConfigError
-from xlpe.experiments.engine.recipe import TOML_TABLES
+from xlpe.experiments.engine.recipe import Config
 
 TABLES = ("table2", "table3", "fig3", "fig5")
 DEV = "dev"
+#: the recipe's [model] and [train] under what a config gives
+MODEL_DEFAULTS: dict[str, Any] = {"m": DEV, "n": 2, "threshold": DEV}
+TRAIN_DEFAULTS: dict[str, Any] = {"label_threshold": DEV, "amp": "bf16", "tlm_epochs": 1.0, "ssa_epochs": 1.0}
 
 
 @dataclass
@@ -73,12 +75,31 @@ class CrossAlignExperiment:
 
 
 @dataclass
-class CrossAlignRecipeConfig:
+class CrossAlignRecipeConfig(Config):
+    """The recipe's config: the common recipe tables (:class:`~xlpe.experiments.engine.recipe.Config`), with
+    ``[model]`` the Cross-Align architecture (:class:`~xlpe.align.crossalign.CrossAlignConfig`, ``m`` and ``threshold``
+    possibly "dev") and ``[train]`` its training (:class:`~xlpe.align.crossalign_train.TrainConfig`), both merged
+    over the recipe's defaults."""
+
+    DATA = CrossAlignData
+    EXPERIMENT = CrossAlignExperiment
     data: CrossAlignData = field(default_factory=CrossAlignData)
     experiment: CrossAlignExperiment = field(default_factory=CrossAlignExperiment)
-    model: dict[str, Any] = field(default_factory=lambda: {"m": DEV, "n": 2, "threshold": DEV})
-    train: dict[str, Any] = field(default_factory=lambda: {"label_threshold": DEV, "amp": "bf16",
-                                                           "tlm_epochs": 1.0, "ssa_epochs": 1.0})
+    model: dict[str, Any] = field(default_factory=lambda: dict(MODEL_DEFAULTS))
+    train: dict[str, Any] = field(default_factory=lambda: dict(TRAIN_DEFAULTS))
+
+    @classmethod
+    def run_tables(cls, doc: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        return {**MODEL_DEFAULTS, **doc.get("model", {})}, {**TRAIN_DEFAULTS, **doc.get("train", {})}
+
+    @classmethod
+    def check_run_tables(cls, model: dict[str, Any], train: dict[str, Any], source: str) -> None:
+        given = {k: v for k, v in model.items() if v != DEV}
+        for k, v in model.items():
+            if v == DEV and k not in ("m", "threshold"):
+                raise ConfigError(f"[model] {k} = 'dev': only m and threshold are chosen on the dev set")
+        build(CrossAlignConfig, {**given, "m": given.get("m", 1)}, f"{source} [model]")    # names and values, early
+        build(TrainConfig, _fixed(train), f"{source} [train]")
 
     def validate(self) -> "CrossAlignRecipeConfig":
         d, e = self.data, self.experiment
@@ -121,39 +142,19 @@ class CrossAlignRecipeConfig:
                               "train.label_threshold = 'dev'")
         if e.trained_layer not in ("c", DEV):
             raise ConfigError(f"experiment.trained_layer: 'c' or 'dev', not {e.trained_layer!r}")
-        model = {k: v for k, v in self.model.items() if v != DEV}
-        for k, v in self.model.items():
-            if v == DEV and k not in ("m", "threshold"):
-                raise ConfigError(f"[model] {k} = 'dev': only m and threshold are chosen on the dev set")
-        build(CrossAlignConfig, {**model, "m": model.get("m", 1)}, "[model]")    # names and values, early
-        train = {k: v for k, v in self.train.items() if not (k == "label_threshold" and v == DEV)}
-        build(TrainConfig, train, "[train]")
+        self.check_run_tables(self.model, self.train, "config")
         for extra in e.fig3_n:
             if extra < 1:
                 raise ConfigError("experiment.fig3_n: cross layers must be >= 1")
-        build(TrainConfig, {**train, **e.fig3_train}, "experiment.fig3_train")
-        tables = {"data": dataclasses.asdict(d), "experiment": dataclasses.asdict(e), "model": self.model,
-                  "train": self.train}
-        for key in e.chosen_on:
-            section, _, name = key.partition(".")
-            if name.split(".")[0] not in tables.get(section, {}):
-                raise ConfigError(f"experiment.chosen_on names {key!r}, which is not a setting of this config")
-        return self
+        build(TrainConfig, {**_fixed(self.train), **e.fig3_train}, "experiment.fig3_train")
+        return super().validate()
 
-    @classmethod
-    def from_dict(cls, doc: dict[str, Any], source: str = "config") -> "CrossAlignRecipeConfig":
-        unknown = sorted(set(doc) - set(TOML_TABLES))
-        if unknown:
-            raise ConfigError(f"{source}: unknown table(s) {unknown}; expected {', '.join(TOML_TABLES)}")
-        base = cls()
-        return cls(build(CrossAlignData, doc.get("data", {}), f"{source} [data]"),
-                   build(CrossAlignExperiment, doc.get("experiment", {}), f"{source} [experiment]"),
-                   {**base.model, **doc.get("model", {})}, {**base.train, **doc.get("train", {})}).validate()
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+def _fixed(train: dict[str, Any]) -> dict[str, Any]:
+    """``[train]`` without what the dev set chooses (``label_threshold = "dev"``)."""
+    return {k: v for k, v in train.items() if not (k == "label_threshold" and v == DEV)}
 
 
 def load_config(path: str | None, sets: list[str]) -> CrossAlignRecipeConfig:
     """``--config`` TOML, then ``--set section.key=value`` overrides."""
-    return CrossAlignRecipeConfig.from_dict(apply_sets(read_toml(path) if path else {}, sets), path or "--set")
+    return CrossAlignRecipeConfig.load(path, sets)

@@ -43,8 +43,8 @@ from xlpe.experiments.engine.archive import checkpoint_signature
 from xlpe.experiments.engine.cache import cached_result, file_sig, run_stage
 from xlpe.experiments.recipes.dpe_report import lambda_name, plot, render_report
 from xlpe.keys import Inputs, keyed
-from xlpe.experiments.engine.runs import (STOPS, Corpus, CostInputs, Evaluation, RunKey, Shared, System, cost_systems,
-                                      decode_cost_stage, measure_cost, run_grid)
+from xlpe.experiments.engine.cost import CostInputs, cost_systems, decode_cost_stage, measure_cost
+from xlpe.experiments.engine.runs import STOPS, Corpus, Evaluation, RunKey, Shared, System, run_grid
 from xlpe.experiments.engine.recipe import PreorderSettings, RecipeConfig, RecipeExperiment
 from xlpe.experiments.engine.stages import align_stage, dpe_stage, preorder_stage, read_text
 from xlpe.experiments.engine.summary import system_summary
@@ -146,20 +146,7 @@ def run_experiment(cfg: DPEConfig, out: str | os.PathLike, only: list[str] | Non
     m = dict(cfg.model)
     enc_layers = TransformerConfig.from_preset(m.pop("preset", "small"), **m).enc_layers
     gold_al = data.get("builtin_align") or ({"train": cfg.data.train_align} if cfg.data.train_align else {})
-    pairs = {s: (p[f"{s}_src"], p[f"{s}_tgt"]) for s in ("train", "test")}
-    eflomal: dict[str, str] = {}
-    # eflomal links that train something (DPE targets, the XL systems' BTG labels, 2PT's reordered training
-    # source) come from the training pairs alone, as in xl-pe; the test links (the probe's targets and 2PT's
-    # oracle test reordering, analyses that read the reference anyway) from a run over train + test, as the AER
-    # protocol aligns them. One joint run would make the training links a function of the test references.
-    if e.targets == "eflomal" or ("xl" in tables and e.xl_systems) or (
-            "table3" in tables and e.eflomal_targets_too and e.targets == "gold"):
-        eflomal["train"] = align_stage(out, {"train": pairs["train"]},
-                                       lowercase=cfg.data.align_lowercase)["paths"]["train"]
-    if e.targets == "eflomal" or "test" not in gold_al:
-        eflomal["test"] = align_stage(out, pairs, lowercase=cfg.data.align_lowercase,
-                                      name="align-test")["paths"]["test"]
-    aligns = {s: (gold_al.get(s) if e.targets == "gold" else None) or eflomal[s] for s in ("train", "test")}
+    aligns, eflomal = _alignments(cfg, out, tables, p, gold_al)
     results: dict[str, Any] = {"data": data, "alignments": aligns, "targets": e.targets}
     targets = {s: dpe_stage(out, src=p[f"{s}_src"], align=aligns[s], spm=spm, name=s) for s in ("train", "test")}
     channels: dict[str, dict[str, str]] = {"train": {"dpe_target": "dpe:" + targets["train"]}, "dev": {},
@@ -170,15 +157,7 @@ def run_experiment(cfg: DPEConfig, out: str | os.PathLike, only: list[str] | Non
         systems["dpe-eflomal"] = dataclasses.replace(systems["dpe-eflomal"], targets=file_sig(eff),
                                                      train_channels={"dpe_target": "dpe:" + eff})
     if "xl" in tables and e.xl_systems:
-        splits = {s: p[f"{s}_src"] for s in ("train", "dev", "test") if p.get(f"{s}_src")}
-        pre = preorder_stage(out, train_src=p["train_src"], train_align=eflomal["train"], splits=splits,
-                             seed=e.base_seed, spm=spm, processes=e.threads, **e.preorder_options())
-        kind = "orders:" if pre["level"] == "word" else "subword-orders:"
-        for s in splits:
-            channels[s]["xl"] = kind + pre["orders"][s]
-        results["preorder"] = {k: v for k, v in pre.items() if k != "orders"}
-        for n in e.xl_systems:             # only the systems that read the orders have them in their cache key
-            systems[n] = dataclasses.replace(systems[n], orders={s: file_sig(pre["orders"][s]) for s in splits})
+        results["preorder"] = _xl_orders(cfg, out, p, spm, eflomal["train"], channels, systems)
     # what every run's result depends on; the XL orders enter only the XL systems' keys (above), so running a
     # subset of the tables (--only) reuses the other systems' runs
     key = RunKey(model=cfg.model, train=cfg.train, beam=e.beam, lenpen=e.lenpen, spm=file_sig(spm),
@@ -192,56 +171,108 @@ def run_experiment(cfg: DPEConfig, out: str | os.PathLike, only: list[str] | Non
                                   tokenized_by_design=bool(cfg.data.builtin)),
                     evaluation=Evaluation(beam=e.beam, lenpen=e.lenpen,
                                           probe=DPEProbe(p["test_src"], targets["test"], spm)))
-    runs: dict[str, dict] = {}
-    if "table4" in tables or e.lambda_choice == "dev":
-        sweep = {lambda_name(cfg, lam): _dpe_run(cfg, lam) for lam in e.lambdas if lambda_name(cfg, lam) != "dpe"}
-        swept = shared
-        if e.lambda_choice == "dev":            # the sweep also translates the dev set, on which λ is chosen
-            swept = dataclasses.replace(shared, corpus=dataclasses.replace(shared.corpus, tests={
-                **shared.corpus.tests, "dev": (p["dev_src"], p["dev_tgt"], channels["dev"])}))
-        runs.update(run_grid(out / "runs", sweep, e.lambda_seeds or e.seeds, swept, key, jobs=e.jobs))
-        if e.lambda_choice == "dev":
-            results["lambda_dev_bleu"] = {lam: _mean_bleu(runs, lambda_name(cfg, lam), "dev") for lam in e.lambdas}
-            best = max(e.lambdas, key=lambda lam: results["lambda_dev_bleu"][lam])
-            results["lambda_chosen"] = best
-            log.info("λ chosen on the dev set: %g (mean dev BLEU %s)", best, results["lambda_dev_bleu"])
-            for n in ("dpe", "dpe-eflomal"):
-                if n in systems:
-                    chosen = _dpe_run(cfg, best)
-                    systems[n] = dataclasses.replace(systems[n], pe=chosen.pe, pe_options=chosen.pe_options,
-                                                     train=chosen.train)
-            if "dpe" in systems:
-                _share_sweep_runs(out / "runs", lambda_name(cfg, best), e.lambda_seeds or e.seeds)
+    runs = _lambda_sweep(cfg, out, tables, p, shared, key, systems, results)
     # the first seed's runs, the decoding cost of their models, then the other seeds: a table filled on several
     # machines (xlpe experiment archive) measures the decoding cost while the first seed's checkpoints are there
     runs.update(run_grid(out / "runs", systems, e.seeds[:1], shared, key, jobs=e.jobs))
+    costed = [n for n in ("baseline", "dpe", "deeper") if n in systems]
     if e.cost_rounds:
-        names = [n for n in ("baseline", "dpe", "deeper") if n in systems]
-        results["decode_cost"] = decode_cost_stage(out, names, e.seeds[0], src=p["test_src"], channels={},
+        results["decode_cost"] = decode_cost_stage(out, costed, e.seeds[0], src=p["test_src"], channels={},
                                                    beam=e.beam, lenpen=e.lenpen, threads=e.threads,
                                                    rounds=e.cost_rounds)
     if e.seeds[1:]:
         runs.update(run_grid(out / "runs", systems, e.seeds[1:], shared, key, jobs=e.jobs))
     if "table2" in tables:
-        reordered = reordered_stage(out, {s: (p[f"{s}_src"], aligns[s]) for s in ("train", "test")},
-                                    unaligned=e.twopass_unaligned)
-        results["reordered"] = reordered
+        results["reordered"] = reordered = reordered_stage(
+            out, {s: (p[f"{s}_src"], aligns[s]) for s in ("train", "test")}, unaligned=e.twopass_unaligned)
         runs.update(twopass_runs(out / "runs", e.seeds, shared, dataclasses.replace(key, channels=None),
                                  reordered=reordered, test_src=p["test_src"], test_tgt=p["test_tgt"],
                                  reorderer_layers=e.reorderer_layers, jobs=e.jobs))
     results["runs"] = runs
     results["probe"] = _probe(out, runs, spm, p["test_src"], targets["test"])
     if e.cost_rounds:
-        costed = {n: dataclasses.replace(systems[n], train_channels={}) for n in names}
-        params = CostInputs(systems=cost_systems(costed, overrides=True), model=cfg.model, rounds=e.cost_rounds,
-                            updates=e.cost_updates, train={k: v for k, v in cfg.train.items() if k not in STOPS},
-                            threads=e.threads, files=key.channels["train"])
-        results["cost"] = run_stage(out, "cost", params, lambda d: measure_cost(
-            d, costed, shared, rounds=e.cost_rounds, updates=e.cost_updates, seed=e.base_seed))
+        results["cost"] = _training_cost(cfg, out, {n: systems[n] for n in costed}, shared, key)
     with tokenized_by_design() if cfg.data.builtin else contextlib.nullcontext():
         results["summary"] = summarise(cfg, results, p)
     plot(results["summary"], out / "plots")
     return cfg.finish(out, render_report(cfg, results, tables), results)
+
+
+def _alignments(cfg: DPEConfig, out: Path, tables: set[str], p: dict, gold_al: dict) -> tuple[dict, dict]:
+    """The word links of the training and test pairs that the targets come from (gold or eflomal), and the eflomal
+    links the recipe needs: ``(aligns, eflomal)``.
+
+    eflomal links that train something (DPE targets, the XL systems' BTG labels, 2PT's reordered training source)
+    come from the training pairs alone, as in xl-pe; the test links (the probe's targets and 2PT's oracle test
+    reordering, analyses that read the reference anyway) from a run over train + test, as the AER protocol aligns
+    them. One joint run would make the training links a function of the test references."""
+    e = cfg.experiment
+    pairs = {s: (p[f"{s}_src"], p[f"{s}_tgt"]) for s in ("train", "test")}
+    eflomal: dict[str, str] = {}
+    if e.targets == "eflomal" or ("xl" in tables and e.xl_systems) or (
+            "table3" in tables and e.eflomal_targets_too and e.targets == "gold"):
+        eflomal["train"] = align_stage(out, {"train": pairs["train"]},
+                                       lowercase=cfg.data.align_lowercase)["paths"]["train"]
+    if e.targets == "eflomal" or "test" not in gold_al:
+        eflomal["test"] = align_stage(out, pairs, lowercase=cfg.data.align_lowercase,
+                                      name="align-test")["paths"]["test"]
+    aligns = {s: (gold_al.get(s) if e.targets == "gold" else None) or eflomal[s] for s in ("train", "test")}
+    return aligns, eflomal
+
+
+def _xl_orders(cfg: DPEConfig, out: Path, p: dict, spm: str, train_align: str, channels: dict,
+               systems: dict[str, System]) -> dict:
+    """The BTG preorderer's orders of every split as the ``xl`` channel (in ``channels``) and in the XL systems'
+    keys (only the systems that read them); returns the preorder stage's result without the orders."""
+    e = cfg.experiment
+    splits = {s: p[f"{s}_src"] for s in ("train", "dev", "test") if p.get(f"{s}_src")}
+    pre = preorder_stage(out, train_src=p["train_src"], train_align=train_align, splits=splits, seed=e.base_seed,
+                         spm=spm, processes=e.threads, **e.preorder_options())
+    kind = "orders:" if pre["level"] == "word" else "subword-orders:"
+    for s in splits:
+        channels[s]["xl"] = kind + pre["orders"][s]
+    for n in e.xl_systems:
+        systems[n] = dataclasses.replace(systems[n], orders={s: file_sig(pre["orders"][s]) for s in splits})
+    return {k: v for k, v in pre.items() if k != "orders"}
+
+
+def _lambda_sweep(cfg: DPEConfig, out: Path, tables: set[str], p: dict, shared: Shared, key: RunKey,
+                  systems: dict[str, System], results: dict) -> dict[str, dict]:
+    """The λ sweep (Table 4), and with ``lambda_choice = "dev"`` the λ chosen on the dev set, which the DPE systems
+    (in ``systems``) then take; returns the sweep's runs."""
+    e = cfg.experiment
+    if not ("table4" in tables or e.lambda_choice == "dev"):
+        return {}
+    sweep = {lambda_name(cfg, lam): _dpe_run(cfg, lam) for lam in e.lambdas if lambda_name(cfg, lam) != "dpe"}
+    swept = shared
+    if e.lambda_choice == "dev":            # the sweep also translates the dev set, on which λ is chosen
+        swept = dataclasses.replace(shared, corpus=dataclasses.replace(shared.corpus, tests={
+            **shared.corpus.tests, "dev": (p["dev_src"], p["dev_tgt"], shared.corpus.dev_channels)}))
+    runs = run_grid(out / "runs", sweep, e.lambda_seeds or e.seeds, swept, key, jobs=e.jobs)
+    if e.lambda_choice == "dev":
+        results["lambda_dev_bleu"] = {lam: _mean_bleu(runs, lambda_name(cfg, lam), "dev") for lam in e.lambdas}
+        best = max(e.lambdas, key=lambda lam: results["lambda_dev_bleu"][lam])
+        results["lambda_chosen"] = best
+        log.info("λ chosen on the dev set: %g (mean dev BLEU %s)", best, results["lambda_dev_bleu"])
+        chosen = _dpe_run(cfg, best)
+        for n in ("dpe", "dpe-eflomal"):
+            if n in systems:
+                systems[n] = dataclasses.replace(systems[n], pe=chosen.pe, pe_options=chosen.pe_options,
+                                                 train=chosen.train)
+        if "dpe" in systems:
+            _share_sweep_runs(out / "runs", lambda_name(cfg, best), e.lambda_seeds or e.seeds)
+    return runs
+
+
+def _training_cost(cfg: DPEConfig, out: Path, systems: dict[str, System], shared: Shared, key: RunKey) -> dict:
+    """The cost stage: the systems' training speed on the shared channels (a system's own are not measured)."""
+    e = cfg.experiment
+    costed = {n: dataclasses.replace(s, train_channels={}) for n, s in systems.items()}
+    params = CostInputs(systems=cost_systems(costed, overrides=True), model=cfg.model, rounds=e.cost_rounds,
+                        updates=e.cost_updates, train={k: v for k, v in cfg.train.items() if k not in STOPS},
+                        threads=e.threads, files=key.channels["train"])
+    return run_stage(out, "cost", params, lambda d: measure_cost(
+        d, costed, shared, rounds=e.cost_rounds, updates=e.cost_updates, seed=e.base_seed))
 
 
 def _share_sweep_runs(runs_dir: Path, chosen: str, seeds: list[int]) -> None:

@@ -100,24 +100,9 @@ def render_report(cfg, results: dict, tables: set[str]) -> str:
                 L.append(f"| {n} | {c['compare_bleu']['delta']:+.2f} | {p_cell(c['compare_bleu'])} "
                          f"| {c['verdict_bleu']} |")
     if "table2" in tables and "2pt" in s:
-        r, t = s.get("2pt-reorderer", {}), s["2pt"]
-        L += ["", f"## Table 2 analogue: the two-pass pipeline (unaligned words: {e.twopass_unaligned}; reorderer "
-                  f"{e.reorderer_layers}+{e.reorderer_layers} layers)", "",
-              "| what | BLEU | p vs baseline (bootstrap / seeds) |", "|---|---|---|"]
-        if r.get("tests"):
-            L.append(f"| reorderer vs the oracle reordered test source | {fmt(r['tests']['test']['bleu'], r['seeds'])} "
-                     f"| — |")
-        b = s.get("baseline", {}).get("tests", {}).get("test")
-        if b:
-            L.append(f"| baseline (APE) | {fmt(b['bleu'], s['baseline']['seeds'])} | — |")
-        tt = t["tests"]["test"]
-        L.append(f"| 2PT: source → reorderer → translator | {fmt(tt['bleu'], t['seeds'])} | "
-                 f"{p_cell(tt.get('compare_bleu'))} |")
-        if t.get("oracle"):
-            L.append(f"| 2PT with oracle reordering (upper bound: needs the reference) | "
-                     f"{fmt(t['oracle']['bleu'], t['seeds'])} | — |")
-        if tt.get("verdict_bleu"):
-            claims += claim_lines("2PT vs baseline", tt)
+        L += _twopass_lines(s, e)
+        if s["2pt"]["tests"]["test"].get("verdict_bleu"):
+            claims += claim_lines("2PT vs baseline", s["2pt"]["tests"]["test"])
     if claims:
         L += ["", "## Claims", ""] + claims
     L += dev_curve_lines(s.get("baseline", {}), "the baseline (APE)")
@@ -126,6 +111,27 @@ def render_report(cfg, results: dict, tables: set[str]) -> str:
               "layers", "2pt-reorderer": "2PT reorderer", "2pt": "2PT translator"}
     L += dev_scores_lines(s, labels) + closing_lines(e.chosen_on)
     return "\n".join(L) + "\n"
+
+
+def _twopass_lines(s: dict, e) -> list[str]:
+    """Table 2 analogue: the reorderer, the baseline, 2PT and 2PT with the oracle reordering."""
+    r, t = s.get("2pt-reorderer", {}), s["2pt"]
+    L = ["", f"## Table 2 analogue: the two-pass pipeline (unaligned words: {e.twopass_unaligned}; reorderer "
+             f"{e.reorderer_layers}+{e.reorderer_layers} layers)", "",
+         "| what | BLEU | p vs baseline (bootstrap / seeds) |", "|---|---|---|"]
+    if r.get("tests"):
+        L.append(f"| reorderer vs the oracle reordered test source | {fmt(r['tests']['test']['bleu'], r['seeds'])} "
+                 f"| — |")
+    b = s.get("baseline", {}).get("tests", {}).get("test")
+    if b:
+        L.append(f"| baseline (APE) | {fmt(b['bleu'], s['baseline']['seeds'])} | — |")
+    tt = t["tests"]["test"]
+    L.append(f"| 2PT: source → reorderer → translator | {fmt(tt['bleu'], t['seeds'])} | "
+             f"{p_cell(tt.get('compare_bleu'))} |")
+    if t.get("oracle"):
+        L.append(f"| 2PT with oracle reordering (upper bound: needs the reference) | "
+                 f"{fmt(t['oracle']['bleu'], t['seeds'])} | — |")
+    return L
 
 
 def plot(summary: dict, out: Path) -> None:

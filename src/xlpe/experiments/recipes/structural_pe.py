@@ -28,8 +28,8 @@ from typing import Any
 from xlpe.errors import ConfigError
 from xlpe.evaluate.bleu import tokenized_by_design
 from xlpe.experiments.engine.cache import file_sig, run_stage
-from xlpe.experiments.engine.runs import (STOPS, Corpus, CostInputs, Evaluation, RunKey, Shared, System, cost_systems,
-                                      decode_cost_stage, measure_cost, run_grid)
+from xlpe.experiments.engine.cost import CostInputs, cost_systems, decode_cost_stage, measure_cost
+from xlpe.experiments.engine.runs import STOPS, Corpus, Evaluation, RunKey, Shared, System, run_grid
 from xlpe.experiments.engine.recipe import PreorderSettings, RecipeConfig, RecipeExperiment
 from xlpe.experiments.engine.stages import align_stage, parse_stage, preorder_stage, read_text
 from xlpe.experiments.engine.summary import (claim_lines, closing_lines, dev_curve_lines, dev_scores_lines, fmt,

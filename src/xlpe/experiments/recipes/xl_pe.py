@@ -51,8 +51,8 @@ from typing import Any
 from xlpe.errors import ConfigError
 from xlpe.evaluate.bleu import tokenized_by_design
 from xlpe.experiments.engine.cache import file_sig, run_stage
-from xlpe.experiments.engine.runs import (STOPS, Corpus, CostInputs, Evaluation, RunKey, Shared, System, cost_systems,
-                                      measure_cost, run_grid)
+from xlpe.experiments.engine.cost import CostInputs, cost_systems, measure_cost
+from xlpe.experiments.engine.runs import STOPS, Corpus, Evaluation, RunKey, Shared, System, run_grid
 from xlpe.experiments.engine.recipe import PreorderSettings, RecipeConfig, RecipeExperiment
 from xlpe.experiments.engine.stages import align_stage, preorder_stage, read_text
 from xlpe.experiments.recipes.systems import ENCODER_FREE, SYSTEMS, pe_list
@@ -278,14 +278,8 @@ def run_experiment(cfg: XLConfig, out: str | os.PathLike, only: list[str] | None
         out / "runs", {name: system for _, name, system in planned}, e.seeds, shared, key, jobs=e.jobs,
         gold_for=gold_for, system_keys={name: xl_key for _, name, s in planned if "xl" in inputs_of(s.pe)})
     if "table1" in tables and e.cost_rounds:
-        systems = {n: XLSystem(pe=pe_list(n), pe_options=e.pe_options, encoder_free=False, noise=0.0)
-                   for n in dict.fromkeys(["baseline"] + e.systems)}
-        params = CostInputs(systems=cost_systems(systems), model=cfg.model,
-                            train={k: v for k, v in cfg.train.items() if k not in STOPS}, rounds=e.cost_rounds,
-                            updates=e.cost_updates, threads=e.threads,
-                            files=file_sig(spm, p["train_src"], p["train_tgt"], train_orders))
-        results["cost"] = run_stage(out, "cost", params, lambda d: measure_cost(
-            d, systems, shared, rounds=e.cost_rounds, updates=e.cost_updates, seed=e.base_seed))
+        results["cost"] = _training_cost(cfg, out, shared, file_sig(spm, p["train_src"], p["train_tgt"],
+                                                                    train_orders))
     with tokenized_by_design() if cfg.data.builtin else contextlib.nullcontext():    # the built-in pair: tokenised
         results["summary"] = summarise(cfg, results, tables, tests, _default_tau(cfg),
                                        gold["alignments"] if gold is not None else None)
@@ -297,6 +291,18 @@ def run_experiment(cfg: XLConfig, out: str | os.PathLike, only: list[str] | None
                                             for r, _ in results["summary"]["fig4"]}
     plot_figures(cfg, results["summary"], out / "plots")
     return cfg.finish(out, render_report(cfg, results, tables), results)
+
+
+def _training_cost(cfg: XLConfig, out: Path, shared: Shared, files: list) -> dict:
+    """Table 1's cost column: the systems' training speed relative to the baseline (the cost stage)."""
+    e = cfg.experiment
+    systems = {n: XLSystem(pe=pe_list(n), pe_options=e.pe_options, encoder_free=False, noise=0.0)
+               for n in dict.fromkeys(["baseline"] + e.systems)}
+    params = CostInputs(systems=cost_systems(systems), model=cfg.model,
+                        train={k: v for k, v in cfg.train.items() if k not in STOPS}, rounds=e.cost_rounds,
+                        updates=e.cost_updates, threads=e.threads, files=files)
+    return run_stage(out, "cost", params, lambda d: measure_cost(
+        d, systems, shared, rounds=e.cost_rounds, updates=e.cost_updates, seed=e.base_seed))
 
 
 def load_config(path: str | None, sets: list[str]) -> XLConfig:

@@ -78,6 +78,35 @@ def render_report(cfg, results: dict, tables: set[str]) -> str:
     e, s = cfg.experiment, results["summary"]
     systems = s["systems"]
     tests = list(next((v["tests"] for v in systems.values() if v), {}).keys())
+    L = _header_lines(cfg, results) + _preorder_lines(results)
+    if "table1" in tables:
+        L += _table_lines("Table 1: translation quality", [(LABELS[n], n) for n in dict.fromkeys(
+            ["baseline"] + e.systems)], "baseline", systems, tests, results, e)
+    if "fig3" in tables and s["fig3"]:
+        L += ["", "## Figure 3: BLEU vs τ (HeadXL)", "", "| τ | " + " | ".join(tests) + " |",
+              "|---|" + "---|" * len(tests)]
+        for t, n in s["fig3"]:
+            v = systems.get(n)
+            if v:
+                L.append(f"| {t} | " + " | ".join(fmt(v["tests"][x]["bleu"], v["seeds"]) for x in tests) + " |")
+    if "table3" in tables:
+        L += _alignment_lines(results, systems, e)
+    if "table4" in tables and e.encoder_free:
+        L += _table_lines("Table 4: encoder-free model (RPE is not defined without an encoder, SPEC §4.7)",
+                          [(f"encoder-free {n}", f"ef-{n}") for n in e.encoder_free], "no PE / APE", systems, tests,
+                          results, e)
+    if "fig4" in tables and s["fig4"]:
+        L += _noise_lines(s, systems, tests, e)
+    sig = next((r["tests"][tests[0]]["signature"] for r in results["runs"].values()), None) if tests else None
+    L += dev_curve_lines(systems.get("baseline", {}), "the baseline (APE)")
+    L += dev_scores_lines(systems, LABELS) + closing_lines(e.chosen_on)
+    if sig:
+        L.append(f"- BLEU signature: `{sig}`")
+    return "\n".join(L) + "\n"
+
+
+def _header_lines(cfg, results: dict) -> list[str]:
+    e = cfg.experiment
     L = [f"# XL PE experiment (Ding, Wang, Tao 2020), {len(e.seeds)} seed(s): {e.seeds}", "",
          f"- data: {'built-in `' + cfg.data.builtin + '` pair' if cfg.data.builtin else cfg.data.train_src}; "
          f"training pairs removed as gold sentences: {results['data'].get('excluded', 0)}",
@@ -94,109 +123,106 @@ def render_report(cfg, results: dict, tables: set[str]) -> str:
     if not e.chosen_on:
         L += ["- choices: the config records no `experiment.chosen_on`, so this report cannot say which data its "
               "settings were tuned on"]
-    L += _preorder_lines(results)
+    return L
 
-    def table(title, rows, base_label):
-        nonlocal L
-        L += ["", f"## {title}", "", "| system | params | "
-              + " | ".join(f"{TEST_LABELS.get(t, t)} BLEU | p vs {base_label} (bootstrap / seeds)" for t in tests)
-              + " | chrF | tok/s vs baseline |", "|---|---|" + "---|---|" * len(tests) + "---|---|"]
-        for label, n in rows:
-            v = systems.get(n)
-            if not v:
-                continue
-            cells = []
-            for t in tests:
-                tt = v["tests"][t]
-                cells += [fmt(tt["bleu"], v["seeds"]), p_cell(tt.get("compare_bleu"))]
-            sp = v.get("speed_vs_baseline")
-            speed = "—" if sp is None else f"{sp:.2f}×"
-            lo_hi = v.get("speed_vs_baseline_range")
-            if lo_hi and n != "baseline":
-                speed += f" ({lo_hi[0]:.2f}–{lo_hi[1]:.2f})"
-            L.append(f"| {label} | {v['params']:,} | " + " | ".join(cells) +
-                     f" | {fmt(v['tests'][tests[0]]['chrf'], v['seeds'])} | {speed} |")
-        claims = [line for label, n in rows if (v := systems.get(n)) for t in tests if "verdict_bleu" in v["tests"][t]
-                  for line in claim_lines(f"{label} vs {base_label}, {t}", v["tests"][t])]
+
+def _table_lines(title: str, rows: list, base_label: str, systems: dict, tests: list, results: dict,
+                 e) -> list[str]:
+    """A BLEU table (Table 1 or 4): each system's BLEU, its seed-aware test against the table's base, chrF and
+    its training speed, then the claims and how the speed was measured."""
+    L = ["", f"## {title}", "", "| system | params | "
+         + " | ".join(f"{TEST_LABELS.get(t, t)} BLEU | p vs {base_label} (bootstrap / seeds)" for t in tests)
+         + " | chrF | tok/s vs baseline |", "|---|---|" + "---|---|" * len(tests) + "---|---|"]
+    for label, n in rows:
+        v = systems.get(n)
+        if not v:
+            continue
+        cells = []
+        for t in tests:
+            tt = v["tests"][t]
+            cells += [fmt(tt["bleu"], v["seeds"]), p_cell(tt.get("compare_bleu"))]
+        sp = v.get("speed_vs_baseline")
+        speed = "—" if sp is None else f"{sp:.2f}×"
+        lo_hi = v.get("speed_vs_baseline_range")
+        if lo_hi and n != "baseline":
+            speed += f" ({lo_hi[0]:.2f}–{lo_hi[1]:.2f})"
+        L.append(f"| {label} | {v['params']:,} | " + " | ".join(cells) +
+                 f" | {fmt(v['tests'][tests[0]]['chrf'], v['seeds'])} | {speed} |")
+    claims = [line for label, n in rows if (v := systems.get(n)) for t in tests if "verdict_bleu" in v["tests"][t]
+              for line in claim_lines(f"{label} vs {base_label}, {t}", v["tests"][t])]
+    if claims:
+        L += ["", "Claims (bold above = both tests below 0.05):"] + claims
+    return L + _speed_lines(results, base_label, e)
+
+
+def _speed_lines(results: dict, base_label: str, e) -> list[str]:
+    c = results.get("cost")
+    if c and base_label == "baseline":
+        return ["", f"tok/s vs baseline: measured apart, in {c['rounds']} interleaved rounds after a warm-up "
+                    f"round; each round trains every system for {c['updates']} updates in turn on this model and "
+                    f"data ({c['threads']} thread(s)); the median of the per-round ratios, and in brackets "
+                    "their range, which shows how noisy the machine was. Baseline: "
+                    f"{c['systems'][c['reference']]['tokens_per_s_median']:,.0f} tok/s."]
+    if c:
+        return ["", "tok/s vs baseline: not measured for this table."]
+    # runs cached before runs recorded their thread count say "unrecorded"
+    threads = sorted({str(r.get("threads") or "unrecorded") for r in results["runs"].values()})
+    return ["", "tok/s: median of each run's own training log relative to the baseline's"
+            + (f"; runs used {' or '.join(threads)} threads" if len(threads) > 1 else "")
+            + (f"; {e.jobs} runs shared the machine at a time" if e.jobs > 1 else "")
+            + (", so this is a rough figure: set experiment.cost_rounds to measure it" if e.jobs > 1
+               or len(threads) > 1 else "") + "."]
+
+
+def _alignment_lines(results: dict, systems: dict, e) -> list[str]:
+    """Table 3: AER / P / R of the alignments read from attention, on the reported gold part and on the whole
+    gold set, with the position-only diagonal as a reference row."""
+    L: list[str] = []
+    split = results["data"].get("gold_split") or {}
+    which = (f"gold sentences {split['reported'][0]}–{split['reported'][1]} (1–{split['dev'][1]} are the dev "
+             "part that choices were made on)" if split else "gold set")
+    for key, dg_key, title in (("alignment", "diagonal_alignment", which),
+                               ("alignment_all_gold", "diagonal_alignment_all_gold",
+                                f"all {split.get('all')} gold sentences, dev part included — for comparison "
+                                "with the papers only")):
+        rows = [(n, systems.get(n, {}).get(key)) for n in e.alignment_systems]
+        if not any(a for _, a in rows):
+            continue
+        L += ["", f"## Table 3: alignment from attention (decoder layer {e.attention_layer}, heads averaged, "
+                  f"merge `{e.attention_merge}`; {title})", "",
+              "| system | AER % | P % | R % |", "|---|---|---|---|"]
+        for n, a in rows:
+            if a:
+                k = systems[n]["seeds"]
+                L.append(f"| {n} | {fmt(a['aer'], k, 100)} | {fmt(a['precision'], k, 100)} | "
+                         f"{fmt(a['recall'], k, 100)} |")
+        dg = results.get(dg_key)
+        if dg:
+            L.append(f"| reference: diagonal (position only, no model) | {100 * dg['aer']:.2f} | "
+                     f"{100 * dg['precision']:.2f} | {100 * dg['recall']:.2f} |")
+        claims = [f"- {n} vs baseline: {a['verdict']}" for n, a in rows if a and "verdict" in a]
         if claims:
-            L += ["", "Claims (bold above = both tests below 0.05):"] + claims
-        c = results.get("cost")
-        if c and base_label == "baseline":
-            L += ["", f"tok/s vs baseline: measured apart, in {c['rounds']} interleaved rounds after a warm-up "
-                      f"round; each round trains every system for {c['updates']} updates in turn on this model and "
-                      f"data ({c['threads']} thread(s)); the median of the per-round ratios, and in brackets "
-                      "their range, which shows how noisy the machine was. Baseline: "
-                      f"{c['systems'][c['reference']]['tokens_per_s_median']:,.0f} tok/s."]
-        elif c:
-            L += ["", "tok/s vs baseline: not measured for this table."]
-        else:
-            # runs cached before runs recorded their thread count say "unrecorded"
-            threads = sorted({str(r.get("threads") or "unrecorded") for r in results["runs"].values()})
-            L += ["", "tok/s: median of each run's own training log relative to the baseline's"
-                  + (f"; runs used {' or '.join(threads)} threads" if len(threads) > 1 else "")
-                  + (f"; {e.jobs} runs shared the machine at a time" if e.jobs > 1 else "")
-                  + (", so this is a rough figure: set experiment.cost_rounds to measure it" if e.jobs > 1
-                     or len(threads) > 1 else "") + "."]
-    if "table1" in tables:
-        table("Table 1: translation quality", [(LABELS[n], n) for n in dict.fromkeys(["baseline"] + e.systems)],
-              "baseline")
-    if "fig3" in tables and s["fig3"]:
-        L += ["", "## Figure 3: BLEU vs τ (HeadXL)", "", "| τ | " + " | ".join(tests) + " |",
-              "|---|" + "---|" * len(tests)]
-        for t, n in s["fig3"]:
-            v = systems.get(n)
-            if v:
-                L.append(f"| {t} | " + " | ".join(fmt(v["tests"][x]["bleu"], v["seeds"]) for x in tests) + " |")
-    if "table3" in tables:
-        split = results["data"].get("gold_split") or {}
-        which = (f"gold sentences {split['reported'][0]}–{split['reported'][1]} (1–{split['dev'][1]} are the dev "
-                 "part that choices were made on)" if split else "gold set")
-        for key, dg_key, title in (("alignment", "diagonal_alignment", which),
-                                   ("alignment_all_gold", "diagonal_alignment_all_gold",
-                                    f"all {split.get('all')} gold sentences, dev part included — for comparison "
-                                    "with the papers only")):
-            rows = [(n, systems.get(n, {}).get(key)) for n in e.alignment_systems]
-            if not any(a for _, a in rows):
-                continue
-            L += ["", f"## Table 3: alignment from attention (decoder layer {e.attention_layer}, heads averaged, "
-                      f"merge `{e.attention_merge}`; {title})", "",
-                  "| system | AER % | P % | R % |", "|---|---|---|---|"]
-            for n, a in rows:
-                if a:
-                    k = systems[n]["seeds"]
-                    L.append(f"| {n} | {fmt(a['aer'], k, 100)} | {fmt(a['precision'], k, 100)} | "
-                             f"{fmt(a['recall'], k, 100)} |")
-            dg = results.get(dg_key)
-            if dg:
-                L.append(f"| reference: diagonal (position only, no model) | {100 * dg['aer']:.2f} | "
-                         f"{100 * dg['precision']:.2f} | {100 * dg['recall']:.2f} |")
-            claims = [f"- {n} vs baseline: {a['verdict']}" for n, a in rows if a and "verdict" in a]
-            if claims:
-                L += ["", "AER claims (seed-aware bootstrap over gold sentences; Welch over seeds):"] + claims
-    if "table4" in tables and e.encoder_free:
-        table("Table 4: encoder-free model (RPE is not defined without an encoder, SPEC §4.7)",
-              [(f"encoder-free {n}", f"ef-{n}") for n in e.encoder_free], "no PE / APE")
-    if "fig4" in tables and s["fig4"]:
-        L += ["", f"## Figure 4: noise attack on the training indices ({e.noise_system})", "",
-              f"Swaps are drawn per training sentence on its order (rule `{e.noise_unit}`, xlpe.reorder.noise); "
-              "the last columns say what that does to the training data (with the `indices` rule short sentences "
-              "get no swap at a small ratio: read the effective share, not the nominal ratio).", "",
-              "| noise ratio | " + " | ".join(tests) + " | swapped pairs / sentence | indices moved % "
-              "| sentences touched % |", "|---|" + "---|" * (len(tests) + 3)]
-        for r, n in s["fig4"]:
-            v = systems.get(n)
-            ns = s.get("fig4_noise", {}).get(f"{r:g}")
-            extra = (f" {ns['pairs_per_sentence']:.2f} | {100 * ns['indices_moved']:.1f} | "
-                     f"{100 * ns['sentences_touched']:.1f} |" if ns else " – | – | – |")
-            if v:
-                cells = " | ".join(fmt(v["tests"][x]["bleu"], v["seeds"]) for x in tests)
-                L.append(f"| {r:g} | {cells} |" + extra)
-    sig = next((r["tests"][tests[0]]["signature"] for r in results["runs"].values()), None) if tests else None
-    L += dev_curve_lines(systems.get("baseline", {}), "the baseline (APE)")
-    L += dev_scores_lines(systems, LABELS) + closing_lines(e.chosen_on)
-    if sig:
-        L.append(f"- BLEU signature: `{sig}`")
-    return "\n".join(L) + "\n"
+            L += ["", "AER claims (seed-aware bootstrap over gold sentences; Welch over seeds):"] + claims
+    return L
+
+
+def _noise_lines(s: dict, systems: dict, tests: list, e) -> list[str]:
+    """Figure 4: BLEU against the noise ratio of the training indices, with what the noise did to the data."""
+    L = ["", f"## Figure 4: noise attack on the training indices ({e.noise_system})", "",
+         f"Swaps are drawn per training sentence on its order (rule `{e.noise_unit}`, xlpe.reorder.noise); "
+         "the last columns say what that does to the training data (with the `indices` rule short sentences "
+         "get no swap at a small ratio: read the effective share, not the nominal ratio).", "",
+         "| noise ratio | " + " | ".join(tests) + " | swapped pairs / sentence | indices moved % "
+         "| sentences touched % |", "|---|" + "---|" * (len(tests) + 3)]
+    for r, n in s["fig4"]:
+        v = systems.get(n)
+        ns = s.get("fig4_noise", {}).get(f"{r:g}")
+        extra = (f" {ns['pairs_per_sentence']:.2f} | {100 * ns['indices_moved']:.1f} | "
+                 f"{100 * ns['sentences_touched']:.1f} |" if ns else " – | – | – |")
+        if v:
+            cells = " | ".join(fmt(v["tests"][x]["bleu"], v["seeds"]) for x in tests)
+            L.append(f"| {r:g} | {cells} |" + extra)
+    return L
 
 
 def plot_figures(cfg, summary: dict, plots: Path) -> None:

@@ -1,0 +1,175 @@
+"""What the systems of a grid cost on one machine: training tokens/s (:func:`measure_cost`) and decoding
+sentences/s (:func:`measure_decode_cost`, :func:`decode_cost_stage`) relative to the first system, each measured in
+interleaved rounds so that every system meets the same machine noise."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import logging
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from xlpe.errors import ConfigError
+from xlpe.experiments.engine.archive import checkpoint_signature
+from xlpe.experiments.engine.cache import cached_result, file_sig, run_stage
+from xlpe.experiments.engine.runs import STOPS, RunSpec, Shared, System, only_channels, model_reads, train_configs
+from xlpe.experiments.engine.stages import read_text
+from xlpe.keys import Inputs
+
+log = logging.getLogger("xlpe.experiments")
+
+
+@dataclass(frozen=True)
+class CostInputs(Inputs):
+    """The cost stage's key: the systems as ``[pe, pe_options(, overrides)]`` (:func:`cost_systems`), the recipe's
+    [model] and [train] without its budget, the rounds, and the training data by content."""
+
+    systems: dict
+    model: dict
+    train: dict
+    rounds: int
+    updates: int
+    threads: int
+    files: Any
+
+
+def cost_systems(systems: dict[str, System], overrides: bool = False) -> dict[str, list]:
+    """The systems as the cost stage's key holds them: ``[pe, pe_options]``, with ``overrides`` a third entry, the
+    system's ``model`` / ``train`` overrides."""
+    return {n: [s.pe, s.pe_options] + ([{k: getattr(s, k) for k in ("model", "train") if getattr(s, k)}]
+                                       if overrides else []) for n, s in systems.items()}
+
+
+def measure_cost(out_dir: Path, systems: dict[str, System], shared: Shared, *, rounds: int, updates: int,
+                 seed: int = 1) -> dict:
+    """Training speed of each system relative to the first, measured in interleaved rounds.
+
+    Every system trains with the grid's own model, optimiser, batches and data (``shared``, its encoder kept: the
+    cost compares encodings), through :func:`xlpe.train.trainer.train`. Round ``r`` takes every system in turn from
+    update ``r·updates`` to ``(r+1)·updates``, resuming its checkpoint, so that all systems meet the same machine
+    noise. Round 0 is warm-up and is not counted. The tokens/s of a round is the trainer's own figure for that
+    round's second half, which excludes model loading and checkpoint writing. Each system gets the median of its
+    per-round tokens/s and of its per-round ratio to the reference. All systems see the same batches, since they
+    share the seed.
+    """
+    from xlpe.train.trainer import train
+
+    if rounds < 1 or updates < 2:
+        raise ConfigError("the cost measurement needs cost_rounds >= 1 and cost_updates >= 2")
+    opts = {k: v for k, v in shared.train.items() if k not in STOPS + ("save_every", "log_every")}
+    tps: dict[str, list[float]] = {n: [] for n in systems}
+    for r in range(rounds + 1):
+        for name, system in systems.items():
+            budget = {"max_updates": (r + 1) * updates, "save_every": updates, "log_every": updates // 2,
+                      "keep_last": 1, "cache_data": True, "progress": False}
+            spec = RunSpec(system=dataclasses.replace(system, encoder_free=False, noise=0.0,
+                                                      train={**system.train, **budget}), seed=seed,
+                           shared=dataclasses.replace(shared, train=opts, corpus=dataclasses.replace(
+                               shared.corpus, dev_src=None, dev_tgt=None)))
+            train(*train_configs(out_dir / name, spec))
+            if r:
+                with open(out_dir / name / "train_log.csv", newline="") as f:
+                    row = [x for x in csv.DictReader(f) if int(x["step"]) == (r + 1) * updates]
+                tps[name].append(float(row[-1]["tokens_per_s"]))
+    return {"rounds": rounds, "updates": updates, "threads": shared.threads, **_relative(tps, "tokens_per_s")}
+
+
+@dataclass(frozen=True)
+class DecodeCostInputs(Inputs):
+    """The decoding-cost stage's key: the models by their checkpoints' signatures, the source and its channels by
+    content, the decoding and the measurement's size. Threads are in it: they are what the stage measures."""
+
+    checkpoints: dict
+    src: list
+    beam: int
+    lenpen: float
+    threads: int
+    rounds: int
+    sentences: int
+    channels: dict
+
+
+def decode_cost_stage(out: Path, names: list[str], seed: int, *, src: str, channels: dict[str, str], beam: int,
+                      lenpen: float, threads: int, rounds: int, sentences: int = 200) -> dict:
+    """:func:`measure_decode_cost` of the seed-``seed`` models of ``names`` (the first is the reference), found in
+    ``out/runs/<name>/seed<seed>/train``, as the cached stage ``decode-cost``; systems without a trained model
+    are left out (with a warning). Models whose checkpoints an archive left out (:mod:`xlpe.experiments.engine.archive`)
+    count by their recorded signatures: their cached measurement is used, and none is made without them."""
+    from xlpe.nn.checkpoint import latest_checkpoint
+
+    cks, sigs = {}, {}
+    for n in names:
+        train_dir = Path(out) / "runs" / n / f"seed{seed}" / "train"
+        sig = checkpoint_signature(train_dir)
+        if sig is None:
+            log.warning("decode cost: no trained model of %s (seed %d); left out", n, seed)
+            continue
+        sigs[n] = sig
+        ck = latest_checkpoint(train_dir) if train_dir.is_dir() else None
+        if ck is not None:
+            cks[n] = str(ck)
+    if len(sigs) < 2 or names[0] not in sigs:
+        return {}
+    params = DecodeCostInputs(checkpoints=sigs, src=file_sig(src), beam=beam, lenpen=lenpen, threads=threads,
+                              rounds=rounds, sentences=sentences,
+                              channels={k: file_sig(v.split(":", 1)[-1]) for k, v in channels.items()})
+    if len(cks) < len(sigs):                # restored from an archive: the recorded measurement or none
+        cached = cached_result(Path(out), "decode-cost", params)
+        if cached is None:
+            log.warning("decode cost: the checkpoints of %s were archived away and no measurement of them is "
+                        "recorded; left out", ", ".join(sorted(set(sigs) - set(cks))))
+        return cached or {}
+    return run_stage(Path(out), "decode-cost", params, lambda d: measure_decode_cost(
+        cks, src=src, channels=channels, beam=beam, lenpen=lenpen, threads=threads, rounds=rounds,
+        sentences=sentences))
+
+
+def _relative(per_round: dict[str, list[float]], unit: str) -> dict:
+    """Each system's per-round speeds, their median and the median of its per-round ratios to the first system."""
+    ref = next(iter(per_round))
+    out: dict[str, Any] = {"reference": ref, "systems": {}}
+    for name, v in per_round.items():
+        ratios = [a / b for a, b in zip(v, per_round[ref])]
+        out["systems"][name] = {unit: [round(x, 1) for x in v], f"{unit}_median": round(statistics.median(v), 1),
+                                "relative_speed": round(statistics.median(ratios), 4),
+                                "relative_speed_per_round": [round(x, 4) for x in ratios]}
+    return out
+
+
+def measure_decode_cost(checkpoints: dict[str, str], *, src: str, channels: dict[str, str], beam: int,
+                        lenpen: float, threads: int, rounds: int, sentences: int = 200) -> dict:
+    """Decoding speed (sentences/s, beam search from the source alone) of each system relative to the first, in
+    interleaved rounds like :func:`measure_cost`: every round translates the same first ``sentences`` lines of
+    ``src`` with every system in turn (models loaded once; round 0 is warm-up and is not counted), so that all
+    systems meet the same machine noise. ``checkpoints`` maps a system to a trained checkpoint; ``channels`` are
+    the test set's channel specs, each passed only to a model that reads it."""
+    import torch
+
+    from xlpe.infer.translate import translate_lines
+    from xlpe.nn.checkpoint import load_model
+    from xlpe.sources import open_sources
+
+    if rounds < 1 or sentences < 1:
+        raise ConfigError("the decoding cost measurement needs rounds >= 1 and sentences >= 1")
+    lines = read_text(src)[:sentences]
+    models = {n: load_model(ck) for n, ck in checkpoints.items()}
+    sps: dict[str, list[float]] = {n: [] for n in checkpoints}
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        for r in range(rounds + 1):
+            for name, (model, _, sw) in models.items():
+                specs = open_sources(only_channels(channels, model_reads(model.cfg)))
+                t0 = time.perf_counter()
+                with torch.inference_mode():
+                    translate_lines(model, sw, lines, beam=beam, lenpen=lenpen, batch_size=64, channels=specs)
+                if r:
+                    sps[name].append(len(lines) / (time.perf_counter() - t0))
+    finally:
+        torch.set_num_threads(before)
+    return {"rounds": rounds, "sentences": len(lines), "beam": beam, "threads": threads,
+            **_relative(sps, "sentences_per_s")}
