@@ -4,13 +4,14 @@ never assembled by hand.
 
 The key material of an inputs value is a dict of its fields:
 
-* a field **without a default** always enters, under its name (or the name in its ``key`` metadata, see :func:`keyed`);
+* a field **without a default** always enters, under its name (or the name in its ``key`` metadata:
+  :func:`keyed`);
 * a field **with a default** enters only when its value differs from that default.
 
 So a new option, added to a stage's inputs with a default that means "as before", never changes the key of a stage
 that does not use it, and no stage carries a compatibility conditional. Files enter by content
-(:func:`xlpe.experiments.engine.cache.file_sig`: name, size, hash), so a stage whose cheap input stage ran again with the
-same output stays cached. Nested values (dicts, lists) enter as they are; a nested :class:`Inputs` enters by its own
+(:func:`xlpe.experiments.engine.cache.file_sig`: name, size, hash), so a stage whose cheap input stage ran again with
+the same output stays cached. Nested values (dicts, lists) enter as they are; a nested :class:`Inputs` enters by its own
 key material. A whole config nested in a key (:func:`config_material`, e.g. the training options of a Cross-Align
 stage) enters with every field, except the fields declared :func:`when_set` (``option(..., when_set=True)``), which
 enter only when they differ from their default: every field added to such a config after keys held it is declared so

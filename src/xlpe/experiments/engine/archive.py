@@ -20,12 +20,13 @@ and reported). The files a stage's result names (its translations, the alignment
 archived relative to the folder and restored under OUT, wherever that is. Run ``restore`` before the recipe: its
 stages are then cached, so it trains only what the archive lacks. A restored run has no checkpoint: it is finished
 for its recipe (report, tables and significance tests read its translations and logs) and gives its results to a run
-of another recipe with the same training and evaluation (``reuse_runs``, :func:`xlpe.experiments.engine.reuse.take_results`),
-but it cannot be trained further.
+of another recipe with the same training and evaluation (``reuse_runs``,
+:func:`xlpe.experiments.engine.reuse.take_results`), but it cannot be trained further.
 
-The cache keys hold the inputs by content (:func:`xlpe.experiments.engine.cache.file_sig`), so a restored stage counts as
-cached only with the same data, options and restored (or identically recomputed) earlier stages. The code version
-is not compared: the manifest records the xlpe version of each archiving, and a table should be trained by one.
+The cache keys hold the inputs by content (:func:`xlpe.experiments.engine.cache.file_sig`), so a restored stage
+counts as cached only with the same data, options and restored (or identically recomputed) earlier stages. The code
+version is not compared: the manifest records the xlpe version of each archiving, and a table should be trained by
+one.
 """
 
 from __future__ import annotations

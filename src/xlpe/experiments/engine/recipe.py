@@ -1,6 +1,7 @@
-"""What every recipe's configuration shares: the TOML tables ``[data]`` (:class:`~xlpe.experiments.engine.stages.DataSpec`),
-``[experiment]`` (the recipe's own dataclass), ``[model]`` (a preset plus TransformerConfig fields) and
-``[train]`` (the per-run budget and optimiser), read with :mod:`xlpe.config`, and the checks they all need."""
+"""What every recipe's configuration shares: the TOML tables ``[data]``, ``[experiment]`` (the recipe's own
+dataclass), ``[model]`` and ``[train]``, read with :mod:`xlpe.config` and checked when they are loaded
+(:class:`Config`); for the NMT recipes ``[data]`` is a :class:`~xlpe.experiments.engine.stages.DataSpec`, ``[model]``
+a preset plus TransformerConfig fields and ``[train]`` the per-run budget and optimiser (:class:`RecipeConfig`)."""
 
 from __future__ import annotations
 
@@ -75,7 +76,8 @@ class RecipeExperiment:
     threads: int = 1                         # torch threads per run
     jobs: int = 1                            # runs at once, in separate processes (not part of a run's cache key)
     # other recipe folders whose finished runs of the same training (model, options, data by content, seed) a run
-    # takes instead of training again, e.g. xl-pe Europarl's baseline for structural-pe's (xlpe.experiments.engine.reuse)
+    # takes instead of training again, e.g. xl-pe Europarl's baseline for structural-pe's
+    # (xlpe.experiments.engine.reuse)
     reuse_runs: list[str] = field(default_factory=list)
     # the cost stage: every system trains cost_updates updates in turn, cost_rounds times after a warm-up round,
     # on the recipe's own model and data (0 rounds = no cost stage)

@@ -53,7 +53,8 @@ def dev_curve(train_dir: Path) -> list[dict[str, float]]:
 class System(Inputs):
     """One system of a recipe's table: its encodings and what it changes of the run every system shares. Its key
     material (:mod:`xlpe.keys`) is the ``run`` entry of each of its runs' keys; a recipe whose
-    systems always stated some option declares them without a default (:class:`xlpe.experiments.recipes.xl_pe.XLSystem`)."""
+    systems always stated some option declares them without a default
+    (:class:`xlpe.experiments.recipes.xl_pe.XLSystem`)."""
 
     pe: list
     pe_options: dict = field(default_factory=dict)
@@ -61,7 +62,8 @@ class System(Inputs):
     noise: float = 0.0                       # the noise attack on the training xl channel (SPEC §4.8)
     model: dict = field(default_factory=dict)     # TransformerConfig fields over the recipe's [model]
     train: dict = field(default_factory=dict)     # TrainConfig fields over its [train] (a loss weight)
-    train_channels: dict = field(default_factory=dict)  # channel specs over the shared ones (DPE targets of other links)
+    # channel specs over the shared ones (e.g. DPE targets from other links)
+    train_channels: dict = field(default_factory=dict)
     orders: dict = field(default_factory=dict)    # signatures of the XL orders only this system reads
     targets: list = field(default_factory=list)   # signatures of the DPE targets only this system reads
 
@@ -380,7 +382,8 @@ def train_configs(train_dir: Path, spec: RunSpec):
                           "validate_every": 0, "keep_last": 1, **spec.train, "out": str(train_dir),
                           "seed": spec.seed, "resume": "auto"})
     dcfg = DataConfig(train_src=c.train_src, train_tgt=c.train_tgt, dev_src=c.dev_src, dev_tgt=c.dev_tgt,
-                      subword_model=c.spm, train_channels=only_channels(spec.train_channels, model_reads(mcfg, training=True)),
+                      subword_model=c.spm,
+                      train_channels=only_channels(spec.train_channels, model_reads(mcfg, training=True)),
                       dev_channels=only_channels(c.dev_channels, model_reads(mcfg)) if c.dev_src else {},
                       train_orders_noise=s.noise, noise_seed=spec.seed, noise_unit=sh.noise_unit)
     return mcfg, tcfg, dcfg

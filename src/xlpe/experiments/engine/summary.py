@@ -63,7 +63,8 @@ def system_summary(runs: dict, name: str, base: str | None, refs: dict[str, list
             at = [p for c in curves for p in c if p["step"] == st]
             means = {k: mean_std([p[k] for p in at]) for k in at[0] if k != "step" and all(k in p for p in at)}
             out["dev_curve"].append({"step": st, "seeds": len(at), **means})
-    more = [r["attention_alignment_more"]["all-gold"] for r in rs if "all-gold" in r.get("attention_alignment_more", {})]
+    more = [r["attention_alignment_more"]["all-gold"] for r in rs
+            if "all-gold" in r.get("attention_alignment_more", {})]
     if more:
         out["alignment_all_gold"] = {k: mean_std([a[k] for a in more]) for k in ("aer", "precision", "recall")}
     return out
@@ -108,8 +109,9 @@ def dev_curve_lines(summary: dict, label: str) -> list[str]:
 
 def _dev_cells(p: dict, bleu: bool) -> str:
     """One validation's ``seeds | dev loss | dev NLL | (dev BLEU |)`` cells, mean ± std over seeds."""
-    return (f"{p['seeds']} | {fmt(p['valid_loss'], p['seeds'], digits=3)} | {fmt(p['valid_nll'], p['seeds'], digits=3)} |"
-            + (f" {fmt(p['valid_bleu'], p['seeds'])} |" if bleu else ""))
+    k = p["seeds"]
+    return (f"{k} | {fmt(p['valid_loss'], k, digits=3)} | {fmt(p['valid_nll'], k, digits=3)} |"
+            + (f" {fmt(p['valid_bleu'], k)} |" if bleu else ""))
 
 
 def gold_split_lines(data: dict) -> list[str]:
@@ -119,8 +121,8 @@ def gold_split_lines(data: dict) -> list[str]:
     if not split:
         return []
     (r0, r1), k = split["reported"], split["dev"][1]
-    return [f"- test set: gold sentences {r0}–{r1} (the reported part of all {split['all']}); dev set: gold sentences "
-            f"1–{k} (validation and every choice; never reported as a result)"]
+    return [f"- test set: gold sentences {r0}–{r1} (the reported part of all {split['all']}); dev set: gold "
+            f"sentences 1–{k} (validation and every choice; never reported as a result)"]
 
 
 def dev_scores_lines(summaries: dict[str, dict], labels: dict[str, str]) -> list[str]:

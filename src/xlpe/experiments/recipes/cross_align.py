@@ -60,11 +60,12 @@ from xlpe.config import build
 from xlpe.data.gold_sets import HANSARDS_NORM_VERSION, GoldSet, custom_gold_set, load_gold_set
 from xlpe.errors import ConfigError
 from xlpe.experiments.engine.cache import cached_file, file_sig, run_stage
-from xlpe.experiments.recipes.cross_align_config import (  # noqa: F401  (load_config: the CLI's entry, as every recipe's)
+# load_config: the CLI's entry, as every recipe's
+from xlpe.experiments.recipes.cross_align_config import (  # noqa: F401
     DEV, TABLES, CrossAlignRecipeConfig, load_config)
 from xlpe.experiments.recipes.cross_align_report import plot_figures, render_report, summarise, trained_stages
-from xlpe.experiments.recipes.cross_align_sweep import (DevChoices, ModelChoices, best, grid_from_json, grid_to_json, menu,
-                                                sweep, sweep_key, sweep_menu)
+from xlpe.experiments.recipes.cross_align_sweep import (DevChoices, ModelChoices, best, grid_from_json,
+                                                         grid_to_json, menu, sweep, sweep_key, sweep_menu)
 from xlpe.experiments.engine.recipe import write_outputs
 from xlpe.experiments.engine.stages import align_stage, read_text
 from xlpe.io.alignments import read_alignments, write_alignments

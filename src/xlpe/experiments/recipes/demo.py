@@ -8,8 +8,8 @@ stage whose inputs and options are unchanged is skipped, so an interrupted demo 
 3. ``stats``    corpus statistics, and metric self-checks (AER, BLEU, Kendall tau / chunk on gold data);
 4. ``align``    eflomal + grow-diag-final-and over all splits (the AER protocol), AER against the generator's
                 gold alignments; ``align-train`` the same over the training pairs alone, for what trains on links;
-5. ``preorder`` the BTG preorderer trained on the training pairs' links; Kendall tau / chunk of its predicted test orders
-                against the gold orders, beside the identity order; orders of every split for the XL models;
+5. ``preorder`` the BTG preorderer trained on the training pairs' links; Kendall tau / chunk of its predicted test
+                orders against the gold orders, beside the identity order; orders of every split for the XL models;
 6. ``nmt``      one small Transformer per source position encoding (none, APE, RPE, InXL, HeadXL,
                 Combination, structural PE on gold trees, DPE), test BLEU / chrF with paired bootstrap against APE,
                 and AER / P / R of alignments read from each model's attention.
@@ -72,7 +72,8 @@ class DemoConfig:
     threads: int = option(1, "torch CPU threads per NMT model")
     jobs: int = option(2, "NMT models trained at once, in separate processes (2 on a 2-core machine)")
     force: bool = option(False, "rerun every stage even when cached")
-    stages: list[str] = option(help="stages to run, in order (synth and subword always run)", factory=lambda: list(STAGES))
+    stages: list[str] = option(help="stages to run, in order (synth and subword always run)",
+                               factory=lambda: list(STAGES))
 
 
 # ------------------------------------------------------------------------------------------ stages
@@ -129,7 +130,8 @@ def stats_stage(cfg: DemoConfig, out: Path, spm: str) -> dict:
                 "pairs": len(pairs), "src_tokens": n_src, "tgt_tokens": n_tgt,
                 "src_types": len({w for s, _ in pairs for w in s}), "tgt_types": len({w for _, t in pairs for w in t}),
                 "src_len_mean": n_src / len(pairs), "subwords_per_word": pieces / n_src,
-                "links_sure": sum(len(a.sure) for a in als), "links_possible_only": sum(len(a.possible_only) for a in als),
+                "links_sure": sum(len(a.sure) for a in als),
+                "links_possible_only": sum(len(a.possible_only) for a in als),
                 "identity_tau": ident["tau"], "identity_chunk": ident["chunk"],
                 "gold_order_tau": gold["tau"], "gold_order_chunk": gold["chunk"],
             }
@@ -184,9 +186,10 @@ def nmt_stage(cfg: DemoConfig, out: Path, spm: str, orders: dict[str, str], dpe:
     Every model sees the same data, subwords, seed and number of updates. XL models (InXL, HeadXL,
     Combination) read the BTG preorderer's predicted orders of every split, so test time needs the source
     alone; structural models read the generator's gold dependency trees (CoNLL-U); DPE is trained with targets from
-    the eflomal alignments, projected to subwords (SPEC §6.2), and translates from the source alone. BLEU/chrF come with a paired bootstrap against the ``ape`` baseline (sacrebleu). For every model
-    but ``none`` and ``rpe`` the test set is also force-decoded and aligned from attention (penultimate
-    decoder layer, heads averaged, SPEC §4.6) and scored against the gold alignments.
+    the eflomal alignments, projected to subwords (SPEC §6.2), and translates from the source alone. BLEU/chrF come
+    with a paired bootstrap against the ``ape`` baseline (sacrebleu). For every model but ``none`` and ``rpe`` the
+    test set is also force-decoded and aligned from attention (penultimate decoder layer, heads averaged, SPEC §4.6)
+    and scored against the gold alignments.
     """
     from xlpe.data.subword import SubwordModel
     from xlpe.evaluate.bleu import tokenized_by_design
@@ -270,7 +273,8 @@ def _report(cfg: DemoConfig, results: dict) -> str:
     lines = [f"# xlpe demo — built-in `{cfg.profile}` pair, seed {cfg.seed}", ""]
     st = results.get("stats")
     if st:
-        lines += ["## Corpus", "", "| split | pairs | src tok | tgt tok | src types | tgt types | mean src len | subwords/word | sure links | possible-only |",
+        lines += ["## Corpus", "", "| split | pairs | src tok | tgt tok | src types | tgt types | mean src len "
+                  "| subwords/word | sure links | possible-only |",
                   "|---|---|---|---|---|---|---|---|---|---|"]
         for split in ("train", "test"):
             s = st[split]
@@ -288,7 +292,8 @@ def _report(cfg: DemoConfig, results: dict) -> str:
                   f"| BLEU reference vs reference | {st['check_bleu_ref_vs_ref']:.2f} | 100 |"]
     al = results.get("align")
     if al:
-        lines += ["", f"## Word alignment (eflomal, grow-diag-final-and, {al['pairs']} pairs, {al['align_seconds']:.0f} s)", "",
+        lines += ["", f"## Word alignment (eflomal, grow-diag-final-and, {al['pairs']} pairs, "
+                      f"{al['align_seconds']:.0f} s)", "",
                   "| split | AER | precision | recall |", "|---|---|---|---|"]
         for split in ("train", "test"):
             a = al["aer"][split]

@@ -37,7 +37,8 @@ SYSTEMS: dict[str, list[str]] = {
 
 LABELS: dict[str, str] = {"none": "no PE", "baseline": "baseline (APE)", "ape": "APE", "rpe": "+RPE",
                           "xl": "XL PE only", "inxl": "+InXL", "headxl": "+HeadXL", "combination": "+Combination",
-                          "struct": "+Struct PE (abs + rel)", "dpe": "DPE", "abs-stru": "abs-stru only", "rel-stru": "rel-stru only",
+                          "struct": "+Struct PE (abs + rel)", "dpe": "DPE", "abs-stru": "abs-stru only",
+                          "rel-stru": "rel-stru only",
                           "abs-seq": "abs-seq (baseline)", "abs-seq+abs-stru": "abs-seq +abs-stru",
                           "abs-seq+both-stru": "abs-seq +abs-stru +rel-stru", "rel-seq": "abs+rel-seq",
                           "rel-seq+abs-stru": "abs+rel-seq +abs-stru",
