@@ -49,7 +49,7 @@ from xlpe.evaluate.reorder_metrics import corpus_reorder_scores
 from xlpe.reorder.btg import BTGConfig, BTGPreorderer
 from xlpe.reorder.oracle import corpus_ranks, order_from_ranks
 
-DATA = Path(os.environ.get("XLPE_SHARED_DATA", "/work/shared/data"))
+DATA = Path(os.environ.get("XLPE_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 
 
 def read_tokens(path: Path) -> list[list[str]]:

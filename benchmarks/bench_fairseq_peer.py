@@ -12,12 +12,12 @@ The fairseq peer lives in its own venv beside the same torch (these commands wor
 PyPI reachable, Python 3.11, torch 2.13.0+cpu from the local wheel directory so that pip never pulls a CUDA
 build; ``pip<24.1`` because omegaconf/hydra releases of fairseq's era carry metadata that newer pip rejects)::
 
-    python -m venv /work/fairseq-venv                     # a clean venv (no --system-site-packages)
-    /work/fairseq-venv/bin/pip install "pip<24.1" wheel setuptools
-    /work/fairseq-venv/bin/pip install torch==2.13.0      # resolves to the local 2.13.0+cpu wheel here
-    /work/fairseq-venv/bin/pip install "cython<3.1" "numpy<2"
-    /work/fairseq-venv/bin/pip install --no-build-isolation fairseq-fixed==0.12.3.1
-    /work/fairseq-venv/bin/fairseq-train --help           # check
+    python -m venv ../fairseq-venv                        # a clean venv (no --system-site-packages)
+    ../fairseq-venv/bin/pip install "pip<24.1" wheel setuptools
+    ../fairseq-venv/bin/pip install torch==2.13.0         # resolves to the local 2.13.0+cpu wheel here
+    ../fairseq-venv/bin/pip install "cython<3.1" "numpy<2"
+    ../fairseq-venv/bin/pip install --no-build-isolation fairseq-fixed==0.12.3.1
+    ../fairseq-venv/bin/fairseq-train --help              # check
 
 (pip also installs torchaudio 2.11.0, whose binary does not load with torch 2.13; fairseq's text tasks never
 import it, so it is left alone.) fairseq's commands run with ``OMP_NUM_THREADS``/``MKL_NUM_THREADS`` = ``--threads``

@@ -1,7 +1,7 @@
 """float32 against bf16 matrix products on the `small` model's GEMM shapes: does this CPU have bf16 in hardware?
 
 On CPUs with AVX512-BF16 or AMX, bf16 products run at 2-5x float32's rate; without them torch emulates bf16 and it
-is slower than float32 (docs/results/speed.md, session 34). The two dtypes alternate round by round; prints one JSON
+is slower than float32 (docs/results/speed.md). The two dtypes alternate round by round; prints one JSON
 object with the medians (GFLOP/s per shape) and what torch reports of the CPU.
 
     python benchmarks/bench_matmul_dtypes.py --threads 2 --rounds 3

@@ -65,7 +65,7 @@ def test_errors_name_what_is_wrong(tmp_path):
 
 def test_an_integer_set_over_a_float_is_a_float():
     """The recipes' cache keys hash option values: `--set train.ssa_epochs=3` over a config's `1.0` must key like a
-    config that says `3.0` (session 32 trained a stage twice over 3 against 3.0)."""
+    config that says `3.0` (otherwise one stage trains twice, once for 3 and once for 3.0)."""
     from xlpe.experiments.engine.cache import digest
     doc = {"train": {"epochs": 1.0, "steps": 10, "flag": 0.5, "grid": [0.0, 0.5]}}
     apply_sets(doc, ["train.epochs=3", "train.steps=20", "train.flag=true", "train.grid=[0, 1, 0.5]", "train.new=2"])

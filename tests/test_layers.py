@@ -1,4 +1,4 @@
-"""The import contract of pyproject.toml ([tool.importlinter]): the layers of README "Layout" run one way."""
+"""The import contract of pyproject.toml ([tool.importlinter]): the layers of docs/layout.md run one way."""
 
 import shutil
 import subprocess

@@ -79,7 +79,7 @@ def test_structural_model_trains_with_trees_and_translates_with_trees(tree_data,
     assert main(["translate", "--checkpoint", str(ckpt), "--input", str(d / "test.src"), "--output", str(hyp),
                  "--trees", str(d / "test.conllu"), "--beam", "2"]) == 0
     assert len(hyp.read_text().splitlines()) == 6
-    from xlpe.infer.translate import translate_lines        # the API takes the same specs, as the README shows
+    from xlpe.infer.translate import translate_lines        # the API takes the same specs, as docs/api.md shows
     from xlpe.nn.checkpoint import load_model
     model, _, sw = load_model(ckpt)
     lines = (d / "test.src").read_text().splitlines()

@@ -200,6 +200,9 @@ def test_report_p_cells_are_bold_only_when_both_tests_pass_and_claims_give_both_
     assert p_cell({"p_bootstrap": 0.001, "p_seeds": 0.051}) == "0.001 / 0.051"
     assert p_cell({"p_bootstrap": 0.06, "p_seeds": 0.001}) == "0.060 / 0.001"
     assert p_cell({"p_bootstrap": 0.001, "p_seeds": None}) == "0.001 / n/a (1 seed)"     # one seed: never bold
+    # seeds that do not vary (copies of one output): no t-test, and the cell says why
+    assert p_cell({"p_bootstrap": 0.001, "p_seeds": None, "base_seeds": 3, "sys_seeds": 3}) == \
+        "0.001 / n/a (no seed variance)"
     t = {"verdict_bleu": "not significant (BLEU …)", "verdict_chrf": "significantly worse (chrF …)"}
     assert claim_lines("+X vs baseline", t) == ["- +X vs baseline: not significant (BLEU …)",
                                                 "  - chrF: significantly worse (chrF …)"]

@@ -9,9 +9,16 @@ A system is a list of ``k`` seed runs, each scored on the same ``N`` test senten
   baseline, ``(#{δ_r ≤ 0} + 1) / (R + 1)`` with ``δ`` the seed-mean difference signed so that positive is
   better; the 95% interval is the 2.5–97.5 percentiles of ``δ_r``. Copying a seed's outputs changes nothing
   (a mean over identical runs), and sentences never count twice because there are seeds.
-* **A test across seeds**: Welch's t-test on the per-seed corpus scores (a paired t-test over seeds when both
-  systems have the same seeds); it is the part that sees training variance. With one seed on either side it
-  gives no p-value and says why.
+* **A t-test across seeds** on the per-seed corpus scores, two-sided, from :mod:`scipy.stats`: paired
+  (``ttest_rel``) when the caller says the i-th runs of both systems belong together (the same seed, so the
+  same batch order and initialisation) and both have as many runs, otherwise Welch's (``ttest_ind`` with
+  ``equal_var=False``); it is the part that sees training variance. It gives no p-value, and says why, with
+  one seed on either side, and when the runs show no variance to test: Welch's when neither system's score
+  varies over its seeds, the paired test when the seed-by-seed differences do not vary (``k`` copies of one
+  output are one seed, not ``k``).
+
+:meth:`Comparison.claim` is what reports print: the verdict and the tests it rests on (why the t-test is paired
+or not, and what the bootstrap resamples).
 
 Corpus metrics: BLEU and chrF (sacrebleu's own per-sentence statistics and scoring), AER (micro-averaged over
 gold sentences, lower is better) and Kendall τ of orders (micro-averaged, higher is better).
@@ -19,17 +26,26 @@ gold sentences, lower is better) and Kendall τ of orders (micro-averaged, highe
 
 from __future__ import annotations
 
-import math
+import warnings
 from dataclasses import asdict, dataclass
 from typing import Callable, Sequence
 
 import numpy as np
+from scipy import stats as scipy_stats
 
 from xlpe.errors import ConfigError
 
 SeedStats = Sequence[np.ndarray]      # per seed: (N, K) per-sentence sufficient statistics
 #: metrics whose scores are fractions, shown as percentages
 PERCENT_METRICS = ("AER", "tau")
+#: why there is no test across seeds when a system has one run
+ONE_SEED = "one seed: no claim about training variance can be made"
+#: why the test is paired when the caller gives no reason of its own
+SAME_SEED = "run i of both systems comes from the same seed"
+
+
+class NoSeedTest(ValueError):
+    """A t-test across seeds that cannot be run on these scores; the message says which and why."""
 
 
 @dataclass
@@ -47,11 +63,13 @@ class Comparison:
     statistic: float | None
     df: float | None
     p_seeds: float | None
-    reason: str                       # why there is no seed test, if there is none
+    reason: str                       # why there is no seed test, if there is none (names the test that is missing)
     base_seeds: int
     sys_seeds: int
     sentences: int
     resamples: int
+    pairing: str = ""                 # why the seed test is paired (paired-t) or why it is not (welch)
+    p_welch: float | None = None      # Welch's p on the same scores, also beside a paired test: what pairing adds
 
     def significant(self, alpha: float = 0.05) -> bool:
         """Both tests below ``alpha`` (the bootstrap alone when there is no test across seeds)."""
@@ -65,7 +83,7 @@ class Comparison:
     def verdict(self, alpha: float = 0.05) -> str:
         """One line: ``significant`` (better), ``significantly worse`` or ``not significant``, with both tests.
         The bootstrap p is one-sided (the share of resamples in which the system is not better); the test across
-        seeds is two-sided."""
+        seeds is two-sided; without one, the line says which test is missing and why."""
         seeds = (f"{self.seed_test} p={self.p_seeds:.3f}" if self.p_seeds is not None
                  else f"no test across seeds: {self.reason}")
         head = ("significant" if self.significant(alpha) else "significantly worse" if self.worse(alpha)
@@ -75,76 +93,99 @@ class Comparison:
                 f"{'better' if self.delta > 0 else 'not better'}; bootstrap p={self.p_bootstrap:.3f}, {seeds}; "
                 f"{self.sys_seeds} vs {self.base_seeds} seeds, {self.sentences} sentences)")
 
+    def basis(self) -> str:
+        """The tests a claim rests on, in words: what the bootstrap resamples and why the t-test across seeds is
+        paired (the reason given to :func:`compare`) or Welch's; a paired test also gives Welch's p, so that a
+        reader sees what the pairing adds. "" when both systems have one run (the verdict then says it all)."""
+        if max(self.base_seeds, self.sys_seeds) < 2:
+            return ""
+        boot = f"the bootstrap resamples the {self.sentences} sentences, each with the outputs of all its seeds"
+        if self.seed_test == "paired-t":
+            welch_p = "" if self.p_welch is None else f" (unpaired, Welch's test gives p={self.p_welch:.3f})"
+            return f"{boot}; the t-test is paired because {self.pairing}{welch_p}"
+        if self.seed_test == "welch":
+            return f"{boot}; the t-test is Welch's (unpaired) because {self.pairing}"
+        return boot
+
+    def claim(self, alpha: float = 0.05) -> str:
+        """What a report prints of this comparison: :meth:`verdict` and the tests it rests on (:meth:`basis`).
+        With one run on each side it is the verdict, which names its one test, the bootstrap, and why there is
+        no test across seeds."""
+        basis = self.basis()
+        return self.verdict(alpha) + (f"; {basis}" if basis else "")
+
     def to_dict(self) -> dict:
         return asdict(self)
 
 
-# -- the Student t distribution, without scipy -----------------------------------------------------------
+# -- the t-tests across seeds (scipy.stats) -------------------------------------------------------------
 
-def _betacf(a: float, b: float, x: float) -> float:
-    """The continued fraction of the incomplete beta function (modified Lentz)."""
-    tiny, qab, qap, qam = 1e-300, a + b, a + 1.0, a - 1.0
-    c, d = 1.0, 1.0 - qab * x / qap
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 300):
-        m2 = 2 * m
-        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c if abs(1.0 + aa / c) > tiny else tiny
-        h *= d * c
-        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c if abs(1.0 + aa / c) > tiny else tiny
-        delta = d * c
-        h *= delta
-        if abs(delta - 1.0) < 1e-14:
-            break
-    return h
+def _scipy_t(test: Callable, a: np.ndarray, b: np.ndarray, **kw) -> tuple[float, float, float]:
+    """``(t, df, two-sided p)`` of a ``scipy.stats`` t-test. scipy's warning about nearly identical data is left
+    out: a side that does not vary at all is a case its caller has settled (one such side is fine for Welch's)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Precision loss occurred", RuntimeWarning)
+        r = test(a, b, **kw)
+    return float(r.statistic), float(r.df), float(r.pvalue)
 
 
-def betainc(a: float, b: float, x: float) -> float:
-    """The regularised incomplete beta function ``I_x(a, b)``."""
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    lbeta = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
-    if x < (a + 1.0) / (a + b + 2.0):
-        return math.exp(lbeta) * _betacf(a, b, x) / a
-    return 1.0 - math.exp(lbeta) * _betacf(b, a, 1.0 - x) / b
-
-
-def t_two_sided_p(t: float, df: float) -> float:
-    """Two-sided p-value of Student's t with ``df`` degrees of freedom: ``I_{df/(df+t²)}(df/2, 1/2)``."""
-    if math.isinf(t):
-        return 0.0
-    return betainc(df / 2.0, 0.5, df / (df + t * t))
+def _varies(x: np.ndarray) -> bool:
+    """Not every value equal (exactly: a float mean of copies need not equal the copy, so a variance can come
+    out a rounding error above 0 where there is none)."""
+    return bool(np.any(x != x[0]))
 
 
 def welch(a: Sequence[float], b: Sequence[float]) -> tuple[float, float, float]:
-    """Welch's t-test of ``mean(a) − mean(b)``: ``(t, Welch–Satterthwaite df, two-sided p)``; needs two values
-    on each side. Zero variance on both sides: p 1 for equal means, 0 otherwise."""
+    """Welch's t-test of ``mean(a) − mean(b)`` (``scipy.stats.ttest_ind(equal_var=False)``): ``(t,
+    Welch–Satterthwaite df, two-sided p)``. :class:`NoSeedTest` with fewer than two values on a side, or when
+    neither side varies (there is then no variance to test a difference against)."""
     a, b = np.asarray(a, float), np.asarray(b, float)
-    va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
-    diff = a.mean() - b.mean()
-    if va + vb == 0:
-        return (0.0, float("nan"), 1.0) if diff == 0 else (math.copysign(math.inf, diff), float("nan"), 0.0)
-    t = diff / math.sqrt(va + vb)
-    df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
-    return t, df, t_two_sided_p(t, df)
+    if len(a) < 2 or len(b) < 2:
+        raise NoSeedTest(ONE_SEED)
+    if not (_varies(a) or _varies(b)):
+        raise NoSeedTest("Welch's t-test is undefined: the per-seed scores do not vary on either side (identical "
+                         "runs, e.g. copies of one output, measure no training variance)")
+    return _scipy_t(scipy_stats.ttest_ind, a, b, equal_var=False)
 
 
 def paired_t(a: Sequence[float], b: Sequence[float]) -> tuple[float, float, float]:
-    """Paired t-test of ``a − b`` (same seeds): ``(t, df = n − 1, two-sided p)``."""
-    d = np.asarray(a, float) - np.asarray(b, float)
-    sd = d.std(ddof=1)
-    if sd == 0:
-        return (0.0, len(d) - 1.0, 1.0) if d.mean() == 0 else (math.copysign(math.inf, d.mean()), len(d) - 1.0, 0.0)
-    t = d.mean() / (sd / math.sqrt(len(d)))
-    return t, len(d) - 1.0, t_two_sided_p(t, len(d) - 1)
+    """Paired t-test of ``a − b`` (same seeds; ``scipy.stats.ttest_rel``): ``(t, df = n − 1, two-sided p)``.
+    :class:`NoSeedTest` with fewer than two pairs, or when the differences do not vary."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    if len(a) != len(b):
+        raise ConfigError(f"a paired test needs as many values on both sides, not {len(a)} and {len(b)}")
+    if len(a) < 2:
+        raise NoSeedTest(ONE_SEED)
+    if not _varies(a - b):
+        raise NoSeedTest("the paired t-test is undefined: the seed-by-seed differences do not vary (identical "
+                         "runs, e.g. copies of one output, measure no training variance)")
+    return _scipy_t(scipy_stats.ttest_rel, a, b)
+
+
+def t_test_across_seeds(sys_scores: Sequence[float], base_scores: Sequence[float], paired: bool,
+              pairing: str = "") -> dict:
+    """The t-test across seeds of ``sys − base`` as :class:`Comparison` holds it: paired when ``paired`` and both
+    have as many runs (``pairing``: why the i-th runs belong together), Welch's otherwise (``pairing`` then says
+    why it is not paired); no test, and the reason, when it cannot be run."""
+    paired = paired and len(sys_scores) == len(base_scores)
+    if paired:
+        why = pairing or SAME_SEED
+    elif len(sys_scores) != len(base_scores) and min(len(sys_scores), len(base_scores)) > 1:
+        why = f"{len(sys_scores)} and {len(base_scores)} runs cannot be paired"
+    else:
+        why = "the runs of the two systems are not paired by seed"
+    out = {"seed_test": "none", "statistic": None, "df": None, "p_seeds": None, "reason": "", "pairing": why,
+           "p_welch": None}
+    try:
+        out["p_welch"] = welch(sys_scores, base_scores)[2]
+    except NoSeedTest:
+        pass
+    try:
+        out["statistic"], out["df"], out["p_seeds"] = (paired_t if paired else welch)(sys_scores, base_scores)
+        out["seed_test"] = "paired-t" if paired else "welch"
+    except NoSeedTest as e:
+        out["reason"], out["pairing"] = str(e), ""
+    return out
 
 
 # -- per-sentence sufficient statistics ---------------------------------------------------------------------
@@ -200,11 +241,12 @@ def tau_score(s: np.ndarray) -> float:
 
 def compare(metric: str, base: SeedStats, system: SeedStats, score: Callable[[np.ndarray], float], *,
             higher_is_better: bool = True, resamples: int = 1000, seed: int = 12345,
-            paired_seeds: bool = False) -> Comparison:
+            paired_seeds: bool = False, pairing: str = "") -> Comparison:
     """Compare two systems given per seed the per-sentence statistics ``(N, K)`` and ``score`` of summed ones.
 
     ``paired_seeds``: the i-th seeds of both systems belong together (same seed value, same data order), so
-    the test across seeds is a paired t-test; otherwise Welch's.
+    the test across seeds is a paired t-test; otherwise Welch's. ``pairing``: why they belong together, in words
+    that finish "the t-test is paired because ..." (:meth:`Comparison.basis`; default :data:`SAME_SEED`).
     """
     base, system = [np.asarray(s, np.float64) for s in base], [np.asarray(s, np.float64) for s in system]
     if not base or not system:
@@ -229,16 +271,10 @@ def compare(metric: str, base: SeedStats, system: SeedStats, score: Callable[[np
     delta = sign * (float(np.mean(sys_scores)) - float(np.mean(base_scores)))
     p_boot = (int(np.sum(delta_r <= 0)) + 1) / (resamples + 1)
     lo, hi = np.percentile(delta_r, [2.5, 97.5])
-    test, stat, df, p_seeds, reason = "none", None, None, None, ""
-    if len(base) < 2 or len(system) < 2:
-        reason = "one seed: no claim about training variance can be made"
-    elif paired_seeds and len(base) == len(system):
-        test, (stat, df, p_seeds) = "paired-t", paired_t(np.multiply(sign, sys_scores), np.multiply(sign, base_scores))
-    else:
-        test, (stat, df, p_seeds) = "welch", welch(np.multiply(sign, sys_scores), np.multiply(sign, base_scores))
+    seeds = t_test_across_seeds(np.multiply(sign, sys_scores), np.multiply(sign, base_scores), paired_seeds, pairing)
     return Comparison(metric, higher_is_better, float(np.mean(base_scores)), float(np.mean(sys_scores)), delta,
-                      p_boot, (float(lo), float(hi)), test, stat, None if df is None or df != df else float(df),
-                      p_seeds, reason, len(base), len(system), n, resamples)
+                      p_boot, (float(lo), float(hi)), base_seeds=len(base), sys_seeds=len(system), sentences=n,
+                      resamples=resamples, **seeds)
 
 
 def compare_texts(metric: str, base_hyps: Sequence[Sequence[str]], sys_hyps: Sequence[Sequence[str]],

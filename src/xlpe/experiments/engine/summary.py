@@ -9,6 +9,10 @@ from typing import Any
 
 from xlpe.experiments.engine.stages import read_text
 
+#: why the test across seeds pairs two systems' runs that have the same seeds (:func:`system_summary`)
+SAME_SEED_RUNS = ("run i of both systems was trained with the same seed, which sets its batch order, initial weights "
+                  "and dropout masks")
+
 
 def mean_std(xs: list[float]) -> tuple[float, float]:
     if not xs:
@@ -19,7 +23,9 @@ def mean_std(xs: list[float]) -> tuple[float, float]:
 def system_summary(runs: dict, name: str, base: str | None, refs: dict[str, list[str]], *, seeds: list[int],
                    resamples: int, gold: list | None = None) -> dict:
     """Mean ± std over seeds of one system, and its comparison with ``base`` that accounts for seeds
-    (:mod:`xlpe.evaluate.significance`: the seed-aware paired bootstrap and Welch's test across seeds)."""
+    (:mod:`xlpe.evaluate.significance`: the seed-aware paired bootstrap and a t-test across seeds, paired when both
+    systems ran the same seeds, Welch's otherwise). ``verdict_*`` holds each comparison's claim
+    (:meth:`~xlpe.evaluate.significance.Comparison.claim`: the verdict and the tests it rests on)."""
     from xlpe.evaluate.significance import compare_texts
 
     rs = [runs[f"{name}/seed{s}"] for s in seeds if f"{name}/seed{s}" in runs]
@@ -38,9 +44,9 @@ def system_summary(runs: dict, name: str, base: str | None, refs: dict[str, list
             for metric in ("bleu", "chrf"):
                 c = compare_texts(metric, [read_text(b["tests"][test]["hyp"]) for b in base_rs],
                                   [read_text(r["tests"][test]["hyp"]) for r in rs], ref,
-                                  resamples=resamples, seed=12345, paired_seeds=same_seeds)
+                                  resamples=resamples, seed=12345, paired_seeds=same_seeds, pairing=SAME_SEED_RUNS)
                 t[f"compare_{metric}"] = c.to_dict()
-                t[f"verdict_{metric}"] = c.verdict()
+                t[f"verdict_{metric}"] = c.claim()
         out["tests"][test] = t
     al = [r["attention_alignment"] for r in rs if "attention_alignment" in r]
     if al:
@@ -53,9 +59,10 @@ def system_summary(runs: dict, name: str, base: str | None, refs: dict[str, list
                      for group in (base_al, al)]
             c = compare("AER", stats[0], stats[1], aer_score, higher_is_better=False,
                         resamples=resamples, seed=12345,
-                        paired_seeds=[r["seed"] for r in rs] == [b["seed"] for b in base_rs])
+                        paired_seeds=[r["seed"] for r in rs] == [b["seed"] for b in base_rs],
+                        pairing=SAME_SEED_RUNS)
             out["alignment"]["compare"] = c.to_dict()
-            out["alignment"]["verdict"] = c.verdict()
+            out["alignment"]["verdict"] = c.claim()
     curves = [r["dev_curve"] for r in rs if r.get("dev_curve")]
     if curves:                  # mean over the seeds that validated at each step
         out["dev_curve"] = []
@@ -78,10 +85,12 @@ def fmt(ms: tuple[float, float], seeds: int, scale: float = 1.0, digits: int = 2
 
 def p_cell(c: dict | None) -> str:
     """A comparison's ``bootstrap / seeds`` p-values for a table cell, bold when both are below 0.05 (the reports'
-    rule for a claim); "—" without a comparison."""
+    rule for a claim); without a test across seeds, why (one seed, or runs that do not vary); "—" without a
+    comparison."""
     if not c:
         return "—"
-    p = f"{c['p_bootstrap']:.3f} / " + ("n/a (1 seed)" if c["p_seeds"] is None else f"{c['p_seeds']:.3f}")
+    none = "n/a (1 seed)" if min(c.get("base_seeds", 1), c.get("sys_seeds", 1)) < 2 else "n/a (no seed variance)"
+    p = f"{c['p_bootstrap']:.3f} / " + (none if c["p_seeds"] is None else f"{c['p_seeds']:.3f}")
     return f"**{p}**" if c["p_bootstrap"] < 0.05 and c["p_seeds"] is not None and c["p_seeds"] < 0.05 else p
 
 

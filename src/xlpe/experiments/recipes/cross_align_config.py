@@ -53,7 +53,7 @@ class CrossAlignExperiment:
     symmetrize: list[str] = field(default_factory=lambda: ["pieces"])
     # the states the softmaxes compare, a menu the dev set chooses from for every system like `symmetrize`: "pieces"
     # (the paper: word pieces, words linked by the "any" rule) and/or "mean" (each word its pieces' mean state,
-    # SimAlign's word level) [I]. SSA round labels stay on pieces (the labels session 38 chose)
+    # SimAlign's word level) [I]. SSA round labels stay on pieces
     word_vectors: list[str] = field(default_factory=lambda: ["pieces"])
     # the layer a trained model's links come from: "c" (its alignment layer, the paper) or "dev" (its dev-best
     # layer, with the extractor; SSA with train.ssa_trainable = "upto" also improves the layers below c) [I]

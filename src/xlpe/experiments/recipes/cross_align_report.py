@@ -15,6 +15,8 @@ from xlpe.experiments.recipes.cross_align_sweep import DevChoices, ModelChoices,
 
 log = logging.getLogger("xlpe.experiments.recipes.cross_align")
 DEV = "dev"
+#: why the test across seeds pairs two trained stages' runs (:meth:`xlpe.evaluate.significance.Comparison.basis`)
+SAME_CHAIN = "run i of both stages is one seed's training chain (each stage trains on from the stage before it)"
 
 
 ROWS = {"eflomal": "eflomal + {sym}", "untrained-argmax": "untrained encoder, mutual argmax{sa} (layer {la})",
@@ -68,8 +70,9 @@ def summarise(run, systems: dict, grids: dict, fig3: dict[int, tuple[ModelChoice
             if cand in stats and base in stats:
                 # two trained stages come from the same seeds' chains: their test across seeds is paired
                 c = compare("AER", stats[base], stats[cand], aer_score, higher_is_better=False,
-                            resamples=e.bootstrap_samples, paired_seeds=base in stages and cand in stages)
-                comps[f"{cand} vs {base}"] = {**c.to_dict(), "verdict": c.verdict()}
+                            resamples=e.bootstrap_samples, paired_seeds=base in stages and cand in stages,
+                            pairing=SAME_CHAIN)
+                comps[f"{cand} vs {base}"] = {**c.to_dict(), "verdict": c.claim()}
         res["comparisons"][pair] = comps
     for n, (tlm, ssa) in fig3.items():
         res["fig3"][n] = {"tlm": 100 * tlm.best.aer, "ssa": 100 * ssa.best.aer,

@@ -202,7 +202,8 @@ def _alignment_lines(results: dict, systems: dict, e) -> list[str]:
                      f"{100 * dg['precision']:.2f} | {100 * dg['recall']:.2f} |")
         claims = [f"- {n} vs baseline: {a['verdict']}" for n, a in rows if a and "verdict" in a]
         if claims:
-            L += ["", "AER claims (seed-aware bootstrap over gold sentences; Welch over seeds):"] + claims
+            L += ["", "AER claims (seed-aware bootstrap over gold sentences; a t-test over seeds, paired when the "
+                      "systems ran the same seeds, Welch's otherwise):"] + claims
     return L
 
 
