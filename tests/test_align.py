@@ -400,7 +400,7 @@ def test_files_path_equals_per_sentence_reference(tmp_path, monkeypatch, sym):
         stats = al.align_files(s, t, outs["out"], index_base=1, forward_out=outs["fwd"], reverse_out=outs["rev"],
                                scores_out=outs["scores"])
         assert stats["skipped_lines"] == [(8, "empty"), (12, "too long")]
-        # eflomal's input: byte-identical to what the per-item path (_prepare + TextWriter) writes
+        # eflomal's input: byte-identical to what the per-item path (PairEncoder.prepare + TextWriter) writes
         ref_dir = tmp_path / f"ref{lower}"
         ref_dir.mkdir(exist_ok=True)
         sw, tw = TextWriter(str(ref_dir / "s")), TextWriter(str(ref_dir / "t"))
