@@ -146,7 +146,7 @@ class EflomalAligner:
         this run too; the new priors are estimated from this run's links only."""
         blocks = memory_blocks(src, tgt)
         return collect(self._outs(self._run(blocks, fit=True, scores=scores, use_priors=True,
-                                                  total=len(src), cache=True)))
+                                            total=len(src), cache=True)))
 
     def align(self, src: Sequence[Words | str], tgt: Sequence[Words | str]) -> list[Alignment]:
         """Align sentence pairs held in memory (lists of tokens, or strings split on ASCII space).

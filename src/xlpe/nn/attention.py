@@ -278,7 +278,6 @@ class MultiheadAttention(nn.Module):
             weights = None if weights is None else weights.index_select(0, slots)
         return self.out_proj(out), weights
 
-
     def _self_qkv(self, x: Tensor, head_inputs: Sequence[HeadInput],
                   cache: dict[str, Tensor] | None) -> tuple[Tensor, Tensor, Tensor, int]:
         """Self-attention's Q, K, V ``(B, H, T, d_k)`` (K and V after the cached ones, which they join) and the
