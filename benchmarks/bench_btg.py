@@ -342,8 +342,8 @@ def main(argv=None) -> dict:
                     seed=args.seed, factors=1 + bool(args.pos) + bool(args.shape_factor) + len(class_maps))
     model = BTGPreorderer(cfg)
     t0, c0 = time.perf_counter(), time.process_time()
-    hist = model.train(annotate(tr_words, tr_tags if args.pos else None), tr_ranks, iterations=args.iterations, progress=args.progress,
-                       early_stop=False)
+    hist = model.train(annotate(tr_words, tr_tags if args.pos else None), tr_ranks, iterations=args.iterations,
+                       progress=args.progress, early_stop=False)
     t_train, c_train = time.perf_counter() - t0, time.process_time() - c0
     if args.save:
         model.save(args.save)

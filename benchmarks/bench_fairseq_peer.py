@@ -342,15 +342,18 @@ def decode_bench(a, data: Path, prep: Path, work: Path) -> dict:
             shutil.rmtree(bin_dir, ignore_errors=True)
             mb.run([mb.fairseq_bin(a.fairseq_venv, "fairseq-preprocess"), "--source-lang", mb.SRC, "--target-lang",
                     mb.TGT, "--testpref", sub / "pieces", "--destdir", bin_dir, "--srcdict",
-                    prep / "fairseq-bin" / f"dict.{mb.SRC}.txt", "--tgtdict", prep / "fairseq-bin" / f"dict.{mb.TGT}.txt",
-                    "--workers", "1"], log=sub / "preprocess.log", env=mb.fairseq_env(a.threads))
-    out: dict = {"test_set": test, "sentences": len(mb.read_lines(src)), "batch_size": a.decode_batch_size, "lenpen": a.lenpen,
-                 "xlpe_checkpoint": str(xck) if xck else None, "fairseq_checkpoint": str(fck) if fck else None,
+                    prep / "fairseq-bin" / f"dict.{mb.SRC}.txt", "--tgtdict",
+                    prep / "fairseq-bin" / f"dict.{mb.TGT}.txt", "--workers", "1"], log=sub / "preprocess.log",
+                   env=mb.fairseq_env(a.threads))
+    out: dict = {"test_set": test, "sentences": len(mb.read_lines(src)), "batch_size": a.decode_batch_size,
+                 "lenpen": a.lenpen, "xlpe_checkpoint": str(xck) if xck else None,
+                 "fairseq_checkpoint": str(fck) if fck else None,
                  "note": "checkpoints need not be of the same age; xlpe's beam shrinks as hypotheses finish, "
                          "fairseq keeps 5 live until 5 finish; greedy = fairseq beam 1",
                  "fairseq_max_len": "1.2*S+10 (xlpe's)" if a.same_max_len else "fairseq's own (200)"}
     if xck is None and fck is None:
-        out["skipped"] = "no trained checkpoint: run multi30k_budget.py first or pass --xlpe-checkpoint/--fairseq-checkpoint"
+        out["skipped"] = ("no trained checkpoint: run multi30k_budget.py first or pass "
+                          "--xlpe-checkpoint/--fairseq-checkpoint")
         return out
     runs: dict[str, list] = {}
     jobs = []                                   # interleaved: xlpe, fairseq, xlpe, fairseq, xlpe batch 1

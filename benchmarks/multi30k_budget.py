@@ -331,9 +331,9 @@ def fairseq_decode(venv: Path, prep: Path, ckpt: Path, subset: str, hyp: Path, *
                    batch_size: int = 64, lenpen: float = 1.0, threads: int = 2, expect: int | None = None,
                    max_len_a: float | None = None, max_len_b: float | None = None,
                    bin_dir: Path | None = None, env: dict | None = None) -> dict:
-    """fairseq-generate on the binarised ``subset`` (of ``bin_dir``, default ``prep/fairseq-bin``); hypotheses (pieces) detokenised with the shared
-    sentencepiece model and written in the original order. Returns wall time and fairseq's own timing. ``env``:
-    extra environment variables (e.g. glibc's ``MALLOC_*``)."""
+    """fairseq-generate on the binarised ``subset`` (of ``bin_dir``, default ``prep/fairseq-bin``); hypotheses
+    (pieces) detokenised with the shared sentencepiece model and written in the original order. Returns wall time
+    and fairseq's own timing. ``env``: extra environment variables (e.g. glibc's ``MALLOC_*``)."""
     from xlpe.data.subword import SubwordModel
     log = hyp.with_suffix(hyp.suffix + ".log")
     cmd = [fairseq_bin(venv, "fairseq-generate"), bin_dir or prep / "fairseq-bin", "--task", "translation",
@@ -428,7 +428,8 @@ def xlpe_optim(a) -> dict:
 
     def same(k, v):
         return str(v) == base[k] if k == "--schedule" else float(v) == float(base[k])
-    return {k: f"{v:g}" if isinstance(v, float) else str(v) for k, v in want.items() if v is not None and not same(k, v)}
+    return {k: f"{v:g}" if isinstance(v, float) else str(v) for k, v in want.items()
+            if v is not None and not same(k, v)}
 
 
 def run_dir_name(a) -> str:
@@ -451,7 +452,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--system", choices=("xlpe", "fairseq"), required=True)
     ap.add_argument("--pe", nargs="+", default=["ape"], help="xlpe source position encodings (ape | rpe | ...)")
     ap.add_argument("--amp", choices=("none", "bf16", "bf16-pure"), default="none",
-                    help="xlpe precision: autocast bf16, or bf16-pure (bf16 weights, float32 masters); fairseq: none only")
+                    help="xlpe precision: autocast bf16, or bf16-pure (bf16 weights, float32 masters); "
+                         "fairseq: none only")
     ap.add_argument("--init", choices=("fairseq", "xavier"), default="fairseq",
                     help="xlpe weight initialisation (default: fairseq's, as the peer; xavier: OpenNMT/tensor2tensor)")
     ap.add_argument("--batch-multiple", type=int, default=1,
@@ -561,7 +563,8 @@ def main(argv: list[str] | None = None) -> dict:
 
     report = {"benchmark": "multi30k_budget", "system": a.system,
               "pe": a.pe if a.system == "xlpe" else "sinusoidal (fairseq transformer)", "amp": a.amp,
-              "minutes": a.minutes, "threads": a.threads, "machine_at_start": machine, "data": str(data), "work": str(work), "run_dir": str(out),
+              "minutes": a.minutes, "threads": a.threads, "machine_at_start": machine, "data": str(data),
+              "work": str(work), "run_dir": str(out),
               "beam": a.beam, "lenpen": a.lenpen, "max_len_a": a.max_len_a, "max_len_b": a.max_len_b,
               "command": [sys.executable, *sys.argv] if argv is None else [sys.executable, __file__, *argv],
               "peak_rss_mb": max(s["peak_rss_mb"] for s in segments.values()),

@@ -19,6 +19,7 @@ pytest.importorskip("eflomal", reason="eflomal is an optional extra: pip install
 
 from xlpe.align.eflomal import EFLOMAL_MAX_LEN, EflomalAligner, align_bitext, align_files
 from xlpe.align.eflomal_format import AlignResult, TextWriter, eflomal_token
+from xlpe.align.eflomal_input import file_blocks
 from xlpe.align.priors import PriorIndex, Priors
 from xlpe.cli.align import add_cli_arguments, cli_main
 from xlpe.errors import ConfigError, FormatError
@@ -399,13 +400,13 @@ def test_files_path_equals_per_sentence_reference(tmp_path, monkeypatch, sym):
         stats = al.align_files(s, t, outs["out"], index_base=1, forward_out=outs["fwd"], reverse_out=outs["rev"],
                                scores_out=outs["scores"])
         assert stats["skipped_lines"] == [(8, "empty"), (12, "too long")]
-        # eflomal's input: byte-identical to what the per-item path (_prepare + TextWriter) writes
+        # eflomal's input: byte-identical to what the per-item path (PairEncoder.prepare + TextWriter) writes
         ref_dir = tmp_path / f"ref{lower}"
         ref_dir.mkdir(exist_ok=True)
         sw, tw = TextWriter(str(ref_dir / "s")), TextWriter(str(ref_dir / "t"))
         sv, tv = {}, {}
         from xlpe.align.eflomal_format import vocab_ids
-        for it in al._prepare((k + 1, a, b, None) for k, (a, b) in enumerate(zip(src, tgt))):
+        for it in al._encoder().prepare((k + 1, a, b, None) for k, (a, b) in enumerate(zip(src, tgt))):
             if not it.skip:
                 sw.add(vocab_ids(sv, it.src))
                 tw.add(vocab_ids(tv, it.tgt))
@@ -486,7 +487,7 @@ def test_line_count_mismatch_at_any_block_boundary(tmp_path, monkeypatch, block)
     b = write(tmp_path / "b", ["X Y"] * 3)
     for s, t, short, long_ in ((a, b, b, a), (b, a, b, a)):
         with pytest.raises(FormatError, match=rf"{short} has 3 lines but {long_} has more") as e:
-            list(EflomalAligner._file_blocks(s, t))
+            list(file_blocks(s, t))
         assert e.value.line == 4
 
 
@@ -595,7 +596,7 @@ def test_japanese_gold_tokens_match_gold_indices(shared_data):
     lengths = [(len(a), len(b)) for a, b in zip(ja, en)]
     gold = list(read_alignments(d / "jaen.talp", 1, lengths=lengths))
     al = EflomalAligner(**FAST, lowercase=True)
-    items = list(al._prepare((k + 1, a, b, None) for k, (a, b) in enumerate(zip(ja, en))))
+    items = list(al._encoder().prepare((k + 1, a, b, None) for k, (a, b) in enumerate(zip(ja, en))))
     assert sum("\u3000" in s for s in ja) >= 1
     assert all(len(it.src) == len(a) and len(it.tgt) == len(b) for it, a, b in zip(items, ja, en))
     assert len(gold) == 582

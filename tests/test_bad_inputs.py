@@ -410,7 +410,8 @@ CASES = [
     ("align-from-model-short-target", AFM.replace("t.txt", "t_short.txt"), r"t_short\.txt", "model"),
     ("align-from-model-output-is-input", AFM.replace("{o}/a.align", "{d}/s.txt"), r"replace the input", "model"),
     # crossalign: model directories and outputs (no model is loaded: each fails before)
-    ("ca-import-onto-a-file", "crossalign import-e5 {d}/s.txt", r"s\.txt exists and is not a directory", "transformers"),
+    ("ca-import-onto-a-file", "crossalign import-e5 {d}/s.txt", r"s\.txt exists and is not a directory",
+     "transformers"),
     ("ca-import-onto-a-user-folder", "crossalign import-e5 {d}", r"non-empty directory that is not an e5 import",
      "transformers"),
     ("ca-import-prune-missing-text", "crossalign import-e5 {o}/e5 --prune {d}/nope.txt", r"nope\.txt: file not found",

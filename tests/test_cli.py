@@ -55,7 +55,8 @@ def test_subword_train_encode_decode(tmp_path, capsys):
                  "--word-map", str(wmap)]) == 0
     assert main(["subword", "decode", "--model", str(model), "--input", str(enc), "--output", str(dec)]) == 0
     assert dec.read_text() == text.read_text()
-    for pieces, wm, line in zip(enc.read_text().splitlines(), wmap.read_text().splitlines(), text.read_text().splitlines()):
+    for pieces, wm, line in zip(enc.read_text().splitlines(), wmap.read_text().splitlines(),
+                                text.read_text().splitlines()):
         assert len(pieces.split()) == len(wm.split())
         assert int(wm.split()[-1]) == len(line.split(" ")) - 1
     ids = tmp_path / "ids"
@@ -70,7 +71,8 @@ def test_error_exit_code_and_message(tmp_path, capsys):
 
 
 def test_a_closed_pipe_ends_the_command_quietly(tmp_path):
-    """`xlpe ... | head`: when the reader of stdout is gone, the command stops with 141 (SIGPIPE's code), no traceback."""
+    """`xlpe ... | head`: when the reader of stdout is gone, the command stops with 141 (SIGPIPE's code), no
+    traceback."""
     p = subprocess.Popen([sys.executable, "-m", "xlpe.cli", "experiment", "status", str(tmp_path)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     p.stdout.close()                    # before the command writes: it imports for a second or more first

@@ -33,7 +33,8 @@ def test_demo_tiny(tmp_path, capsys):
     assert {"test.src", "test.tgt"} <= set(_stage_files(out / "align"))
     from xlpe.experiments.engine.cache import file_sig
     train_links = file_sig(out / "align-train" / "train.align")[0]
-    assert train_links in _stage_params(out / "preorder")["files"] and train_links in _stage_params(out / "dpe-train")["files"]
+    assert train_links in _stage_params(out / "preorder")["files"]
+    assert train_links in _stage_params(out / "dpe-train")["files"]
     # a second run is served from the cache: every stage is skipped, the report is identical
     assert main(args) == 0
     again = capsys.readouterr().out

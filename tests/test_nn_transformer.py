@@ -105,7 +105,8 @@ def test_embedding_sharing_and_tying():
     for model, table in ((m, m.decoder.embed.weight), (untied, untied.decoder.out.weight)):
         model.eval()
         feats, aux = model(src, tgt_in, return_aux=True, features_only=True)
-        assert feats.shape == (3, 6, 32) and model.output_weight is table and aux == model(src, tgt_in, return_aux=True)[1]
+        assert feats.shape == (3, 6, 32) and model.output_weight is table
+        assert aux == model(src, tgt_in, return_aux=True)[1]
         torch.testing.assert_close(feats @ model.output_weight.t(), model(src, tgt_in))
 
 

@@ -32,7 +32,8 @@ def test_orders_errors(tmp_path, capsys):
     rc = main(["orders", "--src", str(tmp_path / "s"), "--align", str(tmp_path / "a"), "--ranks", str(tmp_path / "r")])
     assert rc == 1 and f"{tmp_path / 'a'}:1:" in capsys.readouterr().err and not (tmp_path / "r").exists()
     (tmp_path / "l").write_text("3-1 ||| 0-0\n")
-    rc = main(["orders", "--src", str(tmp_path / "s"), "--lader-align", str(tmp_path / "l"), "--order", str(tmp_path / "o")])
+    rc = main(["orders", "--src", str(tmp_path / "s"), "--lader-align", str(tmp_path / "l"), "--order",
+               str(tmp_path / "o")])
     assert rc == 1 and "header says the source has 3 words" in capsys.readouterr().err
     rc = main(["orders", "--src", str(tmp_path / "s"), "--align", str(tmp_path / "a")])
     assert rc == 1 and "nothing to write" in capsys.readouterr().err

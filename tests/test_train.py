@@ -116,8 +116,8 @@ def test_projected_loss_of_a_target_far_below_the_maximum():
 def test_projected_loss_equals_projection_then_loss(eps, monkeypatch):
     """The fused output projection + loss (row blocks, padding rows skipped, gradients computed in the forward)
     equals ``hidden @ W.T`` followed by the plain loss: values and gradients for hidden and W, in one block and
-    in many, with the bf16 gradient products over one or several buffers; pad rows get no gradient; the NLL is for logging only; no gradient is computed without grad mode;
-    a second backward is refused."""
+    in many, with the bf16 gradient products over one or several buffers; pad rows get no gradient; the NLL is for
+    logging only; no gradient is computed without grad mode; a second backward is refused."""
     import xlpe.train.losses as losses
     torch.manual_seed(2)
     target = torch.randint(1, 29, (3, 7))

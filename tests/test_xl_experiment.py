@@ -1,4 +1,5 @@
-"""`xlpe experiment xl-pe` on a tiny built-in pair: every table is produced, reruns are cached, bad configs fail early."""
+"""`xlpe experiment xl-pe` on a tiny built-in pair: every table is produced, reruns are cached, bad configs fail
+early."""
 
 from __future__ import annotations
 
@@ -258,6 +259,8 @@ def test_gold_dev_part_for_choices_and_the_rest_for_reporting(tmp_path, capsys):
     synth(d, SyntheticConfig(profile="sov", seed=3), sizes={"train": 240, "test": 20})
     cfg = tmp_path / "c.toml"
     body = TINY.split("[experiment]")[1].replace('systems = ["baseline", "inxl", "headxl"]', 'systems = ["baseline"]')
+    chosen = ('{ "train.max_updates" = "a tiny budget for the test", '
+              '"experiment.preorder_iterations" = "gold dev part" }')
     cfg.write_text(f"""[data]
 train_src = "{d}/train.src"
 train_tgt = "{d}/train.tgt"
@@ -269,7 +272,7 @@ gold_align = "{d}/test.align"
 gold_base = 0
 gold_dev_lines = 5
 [experiment]
-chosen_on = {{ "train.max_updates" = "a tiny budget for the test", "experiment.preorder_iterations" = "gold dev part" }}""" + body)
+chosen_on = {chosen}""" + body)
     out = tmp_path / "out"
     assert main(["experiment", "xl-pe", "--config", str(cfg), "--out", str(out), "--only", "table1", "table3",
                  "--set", "experiment.alignment_systems=['baseline']", "--set", "train.validate_every=1",

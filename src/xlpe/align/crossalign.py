@@ -7,7 +7,8 @@ from the other stream (masked by its padding); a cross layer is transformers' ``
 self-attention sub-layer; one set of weights ``W_c`` serves both directions. The update is simultaneous (paper
 Eq. 4-5) unless ``sequential_cross_update`` (the authors' code: the target attends to the *updated* source,
 SPEC §7.6). An MLM head (``BertOnlyMLMHead``) is tied to the word embeddings. Everything is built from
-transformers' BERT modules; transformers (the ``xlpe[crossalign]`` extra) is imported only when a model is built.
+transformers' BERT modules; transformers (the ``xlpe[crossalign]`` extra) is imported only when a model is built
+(:mod:`xlpe.align.crossalign_hf` reads model directories and tokenizers).
 
 Extraction (SPEC §7.2: the :class:`~xlpe.align.crossalign_extract.Extraction` settings and the one pipeline from a
 layer's states to word links) lives in :mod:`xlpe.align.crossalign_extract`; :meth:`CrossAligner.align` runs it over
@@ -16,15 +17,10 @@ batches of a bitext, :func:`layer_states` giving it the states.
 Long sentences are truncated to ``max_len`` subwords ([CLS] and [SEP] included; SPEC §7.2 ``max_len=256``):
 words cut off get no links, and every call logs a warning with the number of truncated sentences (also counted
 in :attr:`CrossAligner.truncated`). Training lives in :mod:`xlpe.align.crossalign_train`.
-
-Why this module is a little over 500 lines: the model, its configuration and directory format, and its tokenisation
-into paired batches (sources then targets, word indices with -1 for specials) are read together (SPEC §7.1); the
-model class is built lazily (transformers is optional). Extraction, training and the SSA data live beside it.
 """
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import dataclasses
 import functools
@@ -40,6 +36,7 @@ import torch
 from torch import Tensor
 
 from xlpe.align.crossalign_extract import NULL_SINKS, SYMMETRIZE, WORD_VECTORS, Extraction, check_layer, extract
+from xlpe.align.crossalign_hf import BERT_LIKE, import_transformers, load_tokenizer, quiet_hf, read_hf_config
 from xlpe.config import option
 from xlpe.errors import ConfigError, FormatError
 from xlpe.io.alignments import Alignment
@@ -48,22 +45,9 @@ from xlpe.io.text import tokenize
 
 logger = logging.getLogger(__name__)
 
-INSTALL_HINT = "pip install 'xlpe[crossalign]'"
 CONFIG_NAME = "crossalign.json"
 FORMAT = "xlpe-crossalign"
 VERSION = 1
-#: model types whose checkpoints have BERT's layout (embeddings, post-LN layers, MLM head)
-BERT_LIKE = ("bert",)
-
-
-def import_transformers():
-    """Import transformers lazily, with an install hint when it is missing."""
-    try:
-        import transformers  # noqa: F401
-    except ImportError as e:
-        raise ConfigError(f"Cross-Align needs the optional package transformers: {INSTALL_HINT} "
-                          f"[import failed: {e}]") from None
-    return transformers
 
 
 @dataclass
@@ -467,34 +451,6 @@ def _model_config(bert_config, cfg: CrossAlignConfig, attn_implementation: str):
     return c
 
 
-def read_hf_config(path: str) -> dict:
-    p = Path(path) / "config.json"
-    if not Path(path).is_dir():
-        raise ConfigError(f"model directory {path} not found")
-    if not p.is_file():
-        raise ConfigError(f"{path}: no config.json: not a Hugging Face model directory")
-    try:
-        info = json.loads(p.read_text(encoding="utf-8"))
-    except ValueError as e:
-        raise FormatError(f"invalid JSON ({e})", p) from None
-    if info.get("model_type") not in BERT_LIKE:
-        raise ConfigError(f"{p}: model_type {info.get('model_type')!r} is not BERT-like (expected one of "
-                          f"{', '.join(BERT_LIKE)}; Cross-Align is built from BERT layers)")
-    return info
-
-
-def load_tokenizer(path: str):
-    """The directory's fast tokenizer (word indices need one)."""
-    tf = import_transformers()
-    try:
-        tok = tf.AutoTokenizer.from_pretrained(path)
-    except Exception as e:       # transformers raises OSError, ValueError, KeyError... for a missing tokenizer
-        raise ConfigError(f"{path}: no usable tokenizer ({type(e).__name__}: {str(e).splitlines()[0][:200]})") from None
-    if not getattr(tok, "is_fast", False):
-        raise ConfigError(f"{path}: the tokenizer is not a fast (tokenizers) one; word indices need it")
-    return tok
-
-
 def _check_tokenizer(tok, vocab_size: int, where: str) -> None:
     for name in ("cls_token_id", "sep_token_id", "pad_token_id"):
         if getattr(tok, name, None) is None:
@@ -505,18 +461,3 @@ def _check_tokenizer(tok, vocab_size: int, where: str) -> None:
     if len(tok) < vocab_size:
         logger.info("%s: tokenizer has %d entries, embeddings %d rows (padded vocabulary?)", where, len(tok),
                     vocab_size)
-
-
-@contextlib.contextmanager
-def quiet_hf():
-    """No progress bars or load reports from transformers while xlpe reads or writes a model."""
-    from transformers.utils import logging as hf_logging
-    on, level = hf_logging.is_progress_bar_enabled(), hf_logging.get_verbosity()
-    hf_logging.disable_progress_bar()
-    hf_logging.set_verbosity_error()            # xlpe reports a missing MLM head itself
-    try:
-        yield
-    finally:
-        hf_logging.set_verbosity(level)
-        if on:
-            hf_logging.enable_progress_bar()

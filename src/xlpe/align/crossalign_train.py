@@ -31,7 +31,7 @@ import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import torch
@@ -233,135 +233,197 @@ def train_stage(stage: str, aligner: CrossAligner, src: str, tgt: str, out: str 
         out.mkdir(parents=True, exist_ok=True)
         resume_from = resume_path(cfg.resume, out)
         ck = load_checkpoint(resume_from) if resume_from is not None else None
-        acfg = aligner.config
-        links = None
-        if stage == "ssa":                # the stage-1 model, before any update, labels the data once (the main
-            if dist_.is_main:             # process; the others read its file)
-                links = cached_labels(out / LABELS, aligner.model.to(device), data, cfg.labels(acfg.align_layer),
-                                      device=device, autocast=autocast, progress=cfg.progress)
-            dist_.barrier()
-            if links is None:
-                with np.load(out / LABELS) as z:
-                    links = WordLinks(z["offsets"], z["links"])
-        bert = {k: v for k, v in aligner.model.config.to_dict().items()
-                if not k.startswith("_") and k not in ("transformers_version", "dtype", "architectures")}
-        model_config = {"bert": bert, "crossalign": dataclasses.asdict(acfg)}
+        links = _ssa_links(out, aligner, data, cfg, dist_, device, autocast) if stage == "ssa" else None
+        model_config = _model_record(aligner)
         if ck is not None:
-            if ck.get("stage") != stage or _norm(ck["model_config"]) != _norm(model_config):
-                raise ConfigError(f"cannot resume from {resume_from}: it is a {ck.get('stage')} run of another model "
-                                  "configuration; use another output directory or resume='none' in a new one")
-            old = ck.get("train_config") or {}
-            keys = ("batch_size", "seed", f"{stage}_accumulation", f"{stage}_trainable")
-            defaults = {f.name: f.default for f in dataclasses.fields(TrainConfig)}   # checkpoints older than an option
-            diff = [k for k in keys if old.get(k, defaults[k]) != getattr(cfg, k)]
-            if len(ck["rng"]) != dist_.world:
-                diff.append("the number of processes")
-            if diff:
-                raise ConfigError(f"cannot resume from {resume_from} exactly: {', '.join(diff)} differ(s) from the "
-                                  "interrupted run; keep them, or start a new run")
+            _check_resumable(ck, resume_from, stage, model_config, cfg, dist_.world)
             aligner.model.load_state_dict(ck["model"])
+        run = _Updates.start(stage, aligner, len(data), cfg, dist_, device, model_config, ck, resume_from)
+        if dist_.is_main:
+            write_run_info(out, stage=stage, train_config=dataclasses.asdict(cfg), model=describe(aligner),
+                           data={"src": str(src), "tgt": str(tgt), "pairs": len(data), "truncated": data.truncated},
+                           updates=run.total, world=dist_.world)
+        mlog = (MetricsLog(out / "train_log.csv", "csv", run.step if ck is not None else None) if dist_.is_main
+                else None)
+        bar = progress_bar(cfg.progress and dist_.is_main, run.total, run.step, desc=stage)
+        if stage == "tlm" and aligner.tokenizer.mask_token_id is None:
+            raise ConfigError(f"{aligner.source}: the tokenizer has no mask token; TLM needs one")
+        run.loop(data, _micro_loss(stage, run.net, aligner, cfg, links), device, autocast, out, mlog, bar)
+        if bar is not None:
+            bar.close()
+        aligner.config.stages = [*aligner.config.stages, stage]
+        model_dir = out / "model"
+        if dist_.is_main:
+            aligner.model.eval()
+            aligner.save_pretrained(model_dir)
+            with atomic_write(out / DONE) as f:
+                json.dump({"stage": stage, "step": run.step, "model": str(model_dir)}, f)
+        dist_.barrier()
+        return TrainResult(stage, run.step, run.sampler.epoch, out, model_dir, aligner)
+    finally:
+        dist_.close()
+
+
+def _ssa_links(out: Path, aligner: CrossAligner, data: PairData, cfg: TrainConfig, dist_, device,
+               autocast) -> WordLinks:
+    """SSA's word links: the stage-1 model, before any update, labels the data once (the main process; the others
+    read its file)."""
+    links = None
+    if dist_.is_main:
+        links = cached_labels(out / LABELS, aligner.model.to(device), data, cfg.labels(aligner.config.align_layer),
+                              device=device, autocast=autocast, progress=cfg.progress)
+    dist_.barrier()
+    if links is None:
+        with np.load(out / LABELS) as z:
+            links = WordLinks(z["offsets"], z["links"])
+    return links
+
+
+def _model_record(aligner: CrossAligner) -> dict:
+    """The model's configuration as a checkpoint records it: a run resumes only from one of the same model."""
+    bert = {k: v for k, v in aligner.model.config.to_dict().items()
+            if not k.startswith("_") and k not in ("transformers_version", "dtype", "architectures")}
+    return {"bert": bert, "crossalign": dataclasses.asdict(aligner.config)}
+
+
+def _check_resumable(ck: dict, resume_from, stage: str, model_config: dict, cfg: TrainConfig, world: int) -> None:
+    """Refuse to resume from checkpoint ``ck`` unless it is a run of this stage and model that continues exactly:
+    the same batch size, seed, accumulation, trainable parameters and number of processes."""
+    if ck.get("stage") != stage or _norm(ck["model_config"]) != _norm(model_config):
+        raise ConfigError(f"cannot resume from {resume_from}: it is a {ck.get('stage')} run of another model "
+                          "configuration; use another output directory or resume='none' in a new one")
+    old = ck.get("train_config") or {}
+    keys = ("batch_size", "seed", f"{stage}_accumulation", f"{stage}_trainable")
+    defaults = {f.name: f.default for f in dataclasses.fields(TrainConfig)}   # checkpoints older than an option
+    diff = [k for k in keys if old.get(k, defaults[k]) != getattr(cfg, k)]
+    if len(ck["rng"]) != world:
+        diff.append("the number of processes")
+    if diff:
+        raise ConfigError(f"cannot resume from {resume_from} exactly: {', '.join(diff)} differ(s) from the "
+                          "interrupted run; keep them, or start a new run")
+
+
+def _micro_loss(stage: str, net, aligner: CrossAligner, cfg: TrainConfig, links: WordLinks | None):
+    """The loss of one micro-batch (a :class:`Batch` and its pair indices) through ``net``: TLM on newly masked
+    pieces, or SSA against the batch's labels at the alignment layer."""
+    tok, align_layer = aligner.tokenizer, aligner.config.align_layer
+
+    def micro_loss(batch: Batch, idx: list[int]) -> Tensor:
+        B = batch.size
+        if stage == "tlm":
+            inputs, labels = mask_tokens(batch.ids, batch.words, vocab_size=len(tok), mask_id=tok.mask_token_id,
+                                         prob=cfg.mask_prob)
+            return net(inputs, batch.attention, mlm_labels=labels)
+        sw, tw = batch.words[:B], batch.words[B:]
+        g = ssa_labels(links.tensor(idx, sw, tw), sw, tw)
+        h = net(batch.ids, batch.attention, layer=align_layer)
+        return ssa_loss(h[:B], h[B:], g, sw, tw)
+    return micro_loss
+
+
+@dataclass
+class _Updates:
+    """The optimiser updates of one stage: the model (``net``: wrapped for DDP when distributed), its trainable
+    ``params``, optimiser, schedule and data order, the number of updates done (``step``) and to do (``total``)."""
+
+    stage: str
+    cfg: TrainConfig
+    dist: Any
+    net: Any
+    params: list
+    optimizer: torch.optim.Optimizer
+    scheduler: Any
+    sampler: PairSampler
+    total: int
+    accum: int
+    model_config: dict
+    step: int = 0
+
+    @classmethod
+    def start(cls, stage: str, aligner: CrossAligner, n_pairs: int, cfg: TrainConfig, dist_, device,
+              model_config: dict, ck: dict | None, resume_from) -> "_Updates":
+        """Fresh updates of ``aligner``'s model on ``device`` (seeded), or continued from checkpoint ``ck``."""
         model = aligner.model.to(device)
-        params = set_trainable(model, stage, acfg.align_layer, cfg.freeze_embeddings, cfg.tlm_trainable,
+        params = set_trainable(model, stage, aligner.config.align_layer, cfg.freeze_embeddings, cfg.tlm_trainable,
                                cfg.ssa_trainable)
         lr, epochs, max_steps, accum = cfg.stage(stage)
-        sampler = PairSampler(len(data), cfg.batch_size, cfg.seed, dist_.rank, dist_.world)
+        sampler = PairSampler(n_pairs, cfg.batch_size, cfg.seed, dist_.rank, dist_.world)
         total = max(1, min(max_steps, math.ceil(epochs * sampler.per_epoch / accum)))
         optimizer = torch.optim.AdamW(params, lr=lr, eps=cfg.adam_eps, weight_decay=cfg.weight_decay,
                                       **adam_kwargs(cfg.adam))
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: max(0.0, 1.0 - s / total))
-        step = 0
+        run = cls(stage, cfg, dist_, model, params, optimizer, scheduler, sampler, total, accum, model_config)
         seed_all(cfg.seed + dist_.rank)
         if ck is not None:
             optimizer.load_state_dict(ck["optimizer"])
             scheduler.load_state_dict(ck["scheduler"])
             sampler.load_state_dict(ck["sampler"])
             set_rng_state(ck["rng"][dist_.rank % len(ck["rng"])])
-            step = int(ck["step"])
-            log.info("%s: resumed from %s at update %d of %d", stage, resume_from, step, total)
-        net = model
+            run.step = int(ck["step"])
+            log.info("%s: resumed from %s at update %d of %d", stage, resume_from, run.step, total)
         if dist_.enabled:
             from torch.nn.parallel import DistributedDataParallel
-            net = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
-        if dist_.is_main:
-            write_run_info(out, stage=stage, train_config=dataclasses.asdict(cfg), model=describe(aligner),
-                           data={"src": str(src), "tgt": str(tgt), "pairs": len(data), "truncated": data.truncated},
-                           updates=total, world=dist_.world)
-        mlog = MetricsLog(out / "train_log.csv", "csv", step if ck is not None else None) if dist_.is_main else None
-        bar = progress_bar(cfg.progress and dist_.is_main, total, step, desc=stage)
-        tok = aligner.tokenizer
+            run.net = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+        return run
 
-        def state() -> dict:
-            rng = [get_rng_state()]
-            if dist_.enabled:
-                import torch.distributed as tdist
-                rng = [None] * dist_.world
-                tdist.all_gather_object(rng, get_rng_state())
-            return {"model": unwrap(net).state_dict(), "model_config": model_config, "stage": stage,
-                    "train_config": dataclasses.asdict(cfg), "optimizer": optimizer.state_dict(),
-                    "scheduler": scheduler.state_dict(), "sampler": sampler.state_dict(), "rng": rng, "step": step,
-                    "epoch": sampler.epoch}
+    def state(self) -> dict:
+        """What a checkpoint holds (every rank takes part: the RNG states are gathered)."""
+        rng = [get_rng_state()]
+        if self.dist.enabled:
+            import torch.distributed as tdist
+            rng = [None] * self.dist.world
+            tdist.all_gather_object(rng, get_rng_state())
+        return {"model": unwrap(self.net).state_dict(), "model_config": self.model_config, "stage": self.stage,
+                "train_config": dataclasses.asdict(self.cfg), "optimizer": self.optimizer.state_dict(),
+                "scheduler": self.scheduler.state_dict(), "sampler": self.sampler.state_dict(), "rng": rng,
+                "step": self.step, "epoch": self.sampler.epoch}
 
-        def micro_loss(batch: Batch, idx: list[int]) -> Tensor:
-            B = batch.size
-            if stage == "tlm":
-                inputs, labels = mask_tokens(batch.ids, batch.words, vocab_size=len(tok), mask_id=tok.mask_token_id,
-                                             prob=cfg.mask_prob)
-                return net(inputs, batch.attention, mlm_labels=labels)
-            sw, tw = batch.words[:B], batch.words[B:]
-            g = ssa_labels(links.tensor(idx, sw, tw), sw, tw)
-            h = net(batch.ids, batch.attention, layer=acfg.align_layer)
-            return ssa_loss(h[:B], h[B:], g, sw, tw)
+    def accumulate(self, data: PairData, micro_loss, device, autocast) -> tuple[float, int]:
+        """The gradients of ``accum`` micro-batches (synchronised across processes after the last one); returns
+        their mean loss and the number of pairs."""
+        loss_sum, pairs = 0.0, 0
+        for k in range(self.accum):
+            idx = self.sampler.next()
+            batch = data.batch(idx).to(device)
+            sync = self.net.no_sync() if self.dist.enabled and k < self.accum - 1 else contextlib.nullcontext()
+            with sync:
+                with autocast():
+                    loss = micro_loss(batch, idx)
+                (loss / self.accum).backward()
+            loss_sum += float(loss.detach()) / self.accum
+            pairs += batch.size
+        return loss_sum, pairs
 
-        if stage == "tlm" and tok.mask_token_id is None:
-            raise ConfigError(f"{aligner.source}: the tokenizer has no mask token; TLM needs one")
+    def loop(self, data: PairData, micro_loss, device, autocast, out: Path, mlog: MetricsLog | None, bar) -> None:
+        """Update until ``total``: clipped gradients, the linear schedule, the mean loss logged every ``log_every``
+        updates and a checkpoint every ``save_every`` (and at the end)."""
+        cfg, net = self.cfg, self.net
         t0, window, pairs = time.monotonic(), [], 0
-        while step < total:
+        while self.step < self.total:
             net.train()
-            optimizer.zero_grad(set_to_none=True)
-            loss_sum = 0.0
-            for k in range(accum):
-                idx = sampler.next()
-                batch = data.batch(idx).to(device)
-                sync = net.no_sync() if dist_.enabled and k < accum - 1 else contextlib.nullcontext()
-                with sync:
-                    with autocast():
-                        loss = micro_loss(batch, idx)
-                    (loss / accum).backward()
-                loss_sum += float(loss.detach()) / accum
-                pairs += batch.size
-            gnorm = torch.nn.utils.clip_grad_norm_(params, cfg.clip_norm if cfg.clip_norm > 0 else math.inf)
-            optimizer.step()
-            lr_used = scheduler.get_last_lr()[0]
-            scheduler.step()
-            step += 1
+            self.optimizer.zero_grad(set_to_none=True)
+            loss_sum, n = self.accumulate(data, micro_loss, device, autocast)
+            pairs += n
+            gnorm = torch.nn.utils.clip_grad_norm_(self.params, cfg.clip_norm if cfg.clip_norm > 0 else math.inf)
+            self.optimizer.step()
+            lr_used = self.scheduler.get_last_lr()[0]
+            self.scheduler.step()
+            self.step += 1
             window.append(loss_sum)
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix(loss=f"{loss_sum:.3f}")
-            if mlog is not None and (step % cfg.log_every == 0 or step == total):
+            if mlog is not None and (self.step % cfg.log_every == 0 or self.step == self.total):
                 dt = time.monotonic() - t0
-                mlog.write({"step": step, "epoch": sampler.epoch, "loss": sum(window) / len(window),
+                mlog.write({"step": self.step, "epoch": self.sampler.epoch, "loss": sum(window) / len(window),
                             "lr": lr_used, "grad_norm": float(gnorm),
-                            "pairs_per_s": pairs * dist_.world / max(dt, 1e-9)})
+                            "pairs_per_s": pairs * self.dist.world / max(dt, 1e-9)})
                 window, pairs, t0 = [], 0, time.monotonic()
-            if step % cfg.save_every == 0 or step == total:
-                st = state()                       # every rank takes part (RNG gather)
-                if dist_.is_main:
-                    save_checkpoint(checkpoint_path(out, step), st)
+            if self.step % cfg.save_every == 0 or self.step == self.total:
+                st = self.state()                       # every rank takes part (RNG gather)
+                if self.dist.is_main:
+                    save_checkpoint(checkpoint_path(out, self.step), st)
                     prune_checkpoints(out, cfg.keep_last)
-        if bar is not None:
-            bar.close()
-        acfg.stages = [*acfg.stages, stage]
-        model_dir = out / "model"
-        if dist_.is_main:
-            aligner.model.eval()
-            aligner.save_pretrained(model_dir)
-            with atomic_write(out / DONE) as f:
-                json.dump({"stage": stage, "step": step, "model": str(model_dir)}, f)
-        dist_.barrier()
-        return TrainResult(stage, step, sampler.epoch, out, model_dir, aligner)
-    finally:
-        dist_.close()
 
 
 def train(init: str | CrossAligner, src: str, tgt: str, out: str | Path, cfg: TrainConfig | None = None, *,

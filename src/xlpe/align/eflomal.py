@@ -2,53 +2,42 @@
 
 eflomal is GPLv3 and optional: :func:`xlpe.align.eflomal_format.import_eflomal` is the one place that imports
 it, lazily, only when an alignment runs (``pip install 'xlpe[eflomal]'``). xlpe does its own tokenisation,
-vocabulary indexing and eflomal's numeric file format (:mod:`xlpe.align.eflomal_format`), streams input in
-blocks, and symmetrises in vectorised batches; priors (:mod:`xlpe.align.priors`) let a corpus too large for
-one job be aligned in consistent chunks. What eflomal gives and does not give (no seed, no per-link scores, a
-length limit), memory, and typical use: ``docs/align.md``.
-
-Why this module is over 500 lines: :class:`EflomalAligner` is one job pipeline (encode the input, run eflomal,
-parse, symmetrise, write) whose steps all read the aligner's options and share its vocabularies; cut apart,
-each piece would take a dozen arguments. Everything that does not need them lives in the modules above.
+vocabulary indexing (:mod:`xlpe.align.eflomal_input`) and eflomal's numeric file format
+(:mod:`xlpe.align.eflomal_format`), streams input in blocks, and symmetrises in vectorised batches; priors
+(:mod:`xlpe.align.priors`) let a corpus too large for one job be aligned in consistent chunks. What eflomal gives
+and does not give (no seed, no per-link scores, a length limit), memory, and typical use: ``docs/align.md``.
 """
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import itertools
 import json
 import logging
-import math
 import os
-import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from typing import Any, Iterable, Iterator, Sequence
 
-import numpy as np
-
+from xlpe.align import eflomal_format as fmt
+from xlpe.align.eflomal_format import (AlignResult, Batch, Out, TextWriter, Words, collect, format_links,
+                                       import_eflomal, pair_results, pairs_of, read_batches, rechunk)
+from xlpe.align.eflomal_format import INSTALL_HINT, eflomal_available  # noqa: F401  (re-exported)
+from xlpe.align.eflomal_input import Cached, PairEncoder, file_blocks, memory_blocks, spool_stdin
+from xlpe.align.eflomal_input import EFLOMAL_MAX_LEN  # noqa: F401  (re-exported)
+from xlpe.align.priors import Priors, PriorIndex
+from xlpe.align.segment import segmenters
 from xlpe.align.symmetrize import METHODS as SYM_METHODS
-from xlpe.align.symmetrize import canonical_method, csr_links, symmetrize_batch
+from xlpe.align.symmetrize import canonical_method
 from xlpe.errors import ConfigError, FormatError, XlpeError
 from xlpe.io.alignments import Alignment, format_alignment
 from xlpe.io.atomic import atomic_write
 from xlpe.io.process import TAG_RE, owner_tag, remove_stale
-from xlpe.io.bitext import parse_joint_line
-from xlpe.io.text import count_lines, tokenize
-from xlpe.align import eflomal_format as fmt
-from xlpe.align.eflomal_format import (EMPTY, AlignResult, Batch, Block, Item, Out, Pair, TextWriter, Words,
-                                       eflomal_token, format_links, import_eflomal, line_blocks, pairs_of,
-                                       parse_link_lines, rechunk, vocab_ids)
-from xlpe.align.eflomal_format import INSTALL_HINT, eflomal_available  # noqa: F401  (re-exported)
-from xlpe.align.priors import Priors, PriorIndex
-from xlpe.align.segment import segmenters
+from xlpe.io.text import count_lines
+
 logger = logging.getLogger(__name__)
 
-#: eflomal outputs an empty alignment for sentences this long or longer (checked with eflomal 2.0.0).
-EFLOMAL_MAX_LEN = 1024
 #: symmetrisation methods plus the two directional alignments themselves.
 OUTPUT_METHODS = SYM_METHODS + ("forward", "reverse")
 #: the temporary directories: ``xlpe-align-<owner tag>-<random>`` and ``xlpe-eflomal-...``.
@@ -58,8 +47,6 @@ _META_FORMAT = "xlpe.align.eflomal/1"
 
 
 # --- the aligner ------------------------------------------------------------------------------------------
-
-
 
 class EflomalAligner:
     """eflomal word alignment with symmetrisation, priors, subword support and chunking.
@@ -157,22 +144,22 @@ class EflomalAligner:
         corpus alignments. Priors come from the forward and reverse links (like ``eflomal-makepriors``).
         ``chunk_size`` does not apply (the point is one joint run). Priors the aligner already has guide
         this run too; the new priors are estimated from this run's links only."""
-        blocks = self._memory_blocks(src, tgt)
-        return self._collect(self._outs(self._run(blocks, fit=True, scores=scores, use_priors=True,
-                                                  total=len(src), cache=True)))
+        blocks = memory_blocks(src, tgt)
+        return collect(self._outs(self._run(blocks, fit=True, scores=scores, use_priors=True,
+                                            total=len(src), cache=True)))
 
     def align(self, src: Sequence[Words | str], tgt: Sequence[Words | str]) -> list[Alignment]:
         """Align sentence pairs held in memory (lists of tokens, or strings split on ASCII space).
         Uses the priors when there are any. Returns one :class:`Alignment` per pair (``sym`` method)."""
-        blocks = self._memory_blocks(src, tgt)
+        blocks = memory_blocks(src, tgt)
         return [o.alignment for o in self._outs(self._batches(blocks, total=len(src), scores=False, cache=True),
                                                 directions=False)]
 
     def align_detailed(self, src: Sequence[Words | str], tgt: Sequence[Words | str], *,
                        scores: bool = False) -> AlignResult:
         """Like :meth:`align`, also returning both directions, optional sentence scores and skipped pairs."""
-        blocks = self._memory_blocks(src, tgt)
-        return self._collect(self._outs(self._batches(blocks, total=len(src), scores=scores, cache=True)))
+        blocks = memory_blocks(src, tgt)
+        return collect(self._outs(self._batches(blocks, total=len(src), scores=scores, cache=True)))
 
     def iter_align(self, pairs: Iterable[tuple[Words | str, Words | str]]) -> Iterator[Alignment]:
         """Stream alignments for an iterable of ``(src, tgt)`` pairs. With ``chunk_size`` only one chunk is
@@ -217,9 +204,9 @@ class EflomalAligner:
         with contextlib.ExitStack() as stack:
             tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix=f"xlpe-align-{owner_tag()}-",
                                                                   dir=self.tmp_dir))
-            src, tgt = self._spool_stdin(src, tgt, tmp)
+            src, tgt = spool_stdin(src, tgt, tmp)
             total = None if self.quiet else count_lines(src)
-            factory = lambda: self._file_blocks(src, tgt)  # noqa: E731
+            factory = lambda: file_blocks(src, tgt)  # noqa: E731
             if fit:
                 batches = self._run(factory, fit=True, scores=scores_out is not None, use_priors=True, total=total)
             else:
@@ -307,201 +294,16 @@ class EflomalAligner:
         al.n_fit_sentences = meta.get("n_fit_sentences")
         return al
 
-    # -- input handling ----------------------------------------------------------------------------
+    # -- the two ends of a job -----------------------------------------------------------------------
 
-    @staticmethod
-    def _memory_blocks(src, tgt):
-        if isinstance(src, (str, bytes)) or isinstance(tgt, (str, bytes)):
-            raise ConfigError("src and tgt must be sequences of sentences (use align_files() for file paths)")
-        if len(src) != len(tgt):
-            raise FormatError(f"the source has {len(src)} sentences but the target has {len(tgt)}",
-                              expected="as many target sentences as source sentences")
-        src = src if isinstance(src, (list, tuple)) else list(src)
-        tgt = tgt if isinstance(tgt, (list, tuple)) else list(tgt)
+    def _encoder(self) -> PairEncoder:
+        """The input side of a job (:mod:`xlpe.align.eflomal_input`) with the aligner's current options."""
+        return PairEncoder(self.lowercase, self._segs, self.skip_bad)
 
-        def blocks():
-            for k in range(0, len(src), fmt.BLOCK):
-                yield k + 1, src[k:k + fmt.BLOCK], tgt[k:k + fmt.BLOCK], None
-        return blocks
-
-    @staticmethod
-    def _spool_stdin(src, tgt, tmp):
-        def spool(p, name):
-            if os.fspath(p) != "-":
-                return p
-            dest = os.path.join(tmp, name)
-            with open(dest, "wb") as f:
-                shutil.copyfileobj(sys.stdin.buffer, f)
-            return dest
-        return spool(src, "stdin.src"), (None if tgt is None else spool(tgt, "stdin.tgt"))
-
-    @staticmethod
-    def _file_blocks(src, tgt) -> Iterator[Block]:
-        """Blocks of pairs from two line-aligned files, or one joint file (``tgt`` None); a line-count
-        mismatch always raises (no way to pair lines), after the pairs before it."""
-        if tgt is None:
-            lineno = 1
-            for lines in line_blocks(src):
-                srcs, tgts, wheres = [], [], []
-                for k, text in enumerate(lines):
-                    try:
-                        s, t = parse_joint_line(text, src, lineno + k, allow_empty=True)
-                        w = (src, src)
-                    except FormatError as e:
-                        s = t = None
-                        w = e
-                    srcs.append(s)
-                    tgts.append(t)
-                    wheres.append(w)
-                yield lineno, srcs, tgts, wheres
-                lineno += len(lines)
-            return
-        lineno = 1
-        for a, b in itertools.zip_longest(line_blocks(src), line_blocks(tgt)):
-            if a is None or b is None or len(a) != len(b):
-                la, lb = len(a or ()), len(b or ())
-                m = min(la, lb)
-                if m:
-                    yield lineno, a[:m], b[:m], (src, tgt)
-                short, long_ = (src, tgt) if la < lb else (tgt, src)
-                raise FormatError(f"{os.fspath(short)} has {lineno + m - 1} lines but {os.fspath(long_)} has more",
-                                  long_, lineno + m, "line-aligned files with equal line counts (a mismatch cannot "
-                                                     "be skipped: the lines could not be paired)")
-            yield lineno, a, b, (src, tgt)
-            lineno += len(a)
-
-    def _problem(self, s, t, lineno, spath, tpath, unit: str = "tokens") -> str | None:
-        """Why a pair cannot be aligned (``empty``, ``too long``) or None; raises unless ``skip_bad``."""
-        if not s or not t:
-            if not self.skip_bad:
-                side, path = ("source", spath) if not s else ("target", tpath)
-                raise FormatError(f"empty {side} sentence", path, lineno,
-                                  "at least one token (or skip_bad=True / --skip-bad for an empty "
-                                  "alignment line)")
-            return "empty"
-        if len(s) >= EFLOMAL_MAX_LEN or len(t) >= EFLOMAL_MAX_LEN:
-            if not self.skip_bad:
-                side, path, n = ("source", spath, len(s)) if len(s) >= EFLOMAL_MAX_LEN else ("target", tpath, len(t))
-                raise FormatError(f"{side} sentence has {n} {unit}; eflomal aligns at most {EFLOMAL_MAX_LEN - 1}",
-                                  path, lineno,
-                                  "shorter sentences (or skip_bad=True / --skip-bad for an empty alignment line)")
-            return "too long"
-        return None
-
-    def _malformed(self, where: FormatError) -> str:
-        if not self.skip_bad:
-            raise FormatError(where.message, where.path, where.line,
-                              (where.expected or "") + " — or use --skip-bad / skip_bad=True")
-        return "malformed"
-
-    def _prepare(self, pairs: Iterable[Pair], start: int = 0) -> Iterator[Item]:
-        """Normalise, segment and check pairs (the per-item path, used with subwords); raise on a bad one
-        unless ``skip_bad``. Item indices count from ``start``."""
-        segs = self._segs
-        lower = self.lowercase
-        memo: dict[str, str] = {}  # token -> eflomal token (lowercased, escaped); bounded below
-
-        def conv(words: list[str]) -> list[str]:
-            out = list(map(memo.get, words))
-            if None in out:
-                if len(memo) > 2_000_000:
-                    memo.clear()
-                for k, w in enumerate(words):
-                    if out[k] is None:
-                        out[k] = memo[w] = eflomal_token(w.lower() if lower else w)
-            return out
-
-        if segs is not None and any(hasattr(g, "prefetch") for g in segs):
-            pairs = _prefetched(pairs, segs)
-        for k, (lineno, s, t, where) in enumerate(pairs, start):
-            if isinstance(where, FormatError):
-                yield Item(k, skip=self._malformed(where))
-                continue
-            spath, tpath = where if where is not None else ("<source>", "<target>")
-            s = tokenize(s) if isinstance(s, str) else list(s)
-            t = tokenize(t) if isinstance(t, str) else list(t)
-            if not s or not t:
-                yield Item(k, skip=self._problem(s, t, lineno, spath, tpath))
-                continue
-            sw = tw = None
-            if segs is not None:
-                s, sw = segs[0](s)
-                t, tw = segs[1](t)
-                s, t, sw, tw = list(s), list(t), list(sw), list(tw)
-                if len(sw) != len(s) or len(tw) != len(t):
-                    raise ConfigError("the subword segmenter returned word_of of a different length than pieces")
-            reason = self._problem(s, t, lineno, spath, tpath, "pieces" if segs else "tokens")
-            if reason:
-                yield Item(k, skip=reason)
-                continue
-            yield Item(k, conv(s), conv(t), sw, tw)
-
-    def _encode_blocks(self, blocks: Iterable[Block], sw: TextWriter, tw: TextWriter, src_vocab: dict[str, int],
-                       tgt_vocab: dict[str, int], start: int, bar) -> tuple[int, list[tuple[int, str]]]:
-        """Check the pairs and write them in eflomal's format (the path without subwords: what
-        :meth:`_prepare` + :func:`vocab_ids` do, with the same tokens, ids, checks and errors, fused and per block).
-        Returns the number of pairs and the skipped ``(index, reason)``."""
-        lower = self.lowercase
-        smemo: dict[str, str] = {}  # raw token -> its id as text
-        tmemo: dict[str, str] = {}
-
-        def ids(memo, vocab, words):  # first sight of some word: ids in order of first occurrence
-            if len(memo) > 2_000_000:
-                memo.clear()
-            for w in words:
-                if w not in memo:
-                    memo[w] = str(vocab.setdefault(eflomal_token(w.lower() if lower else w), len(vocab)))
-            return " ".join(map(memo.__getitem__, words))
-
-        k = start
-        skipped: list[tuple[int, str]] = []
-        max_len = EFLOMAL_MAX_LEN
-        for lineno, srcs, tgts, where in blocks:
-            per = where if isinstance(where, list) else None
-            spath, tpath = where if isinstance(where, tuple) else ("<source>", "<target>")
-            s_lines, t_lines = [], []
-            for off, (s, t) in enumerate(zip(srcs, tgts)):
-                if per is not None:
-                    if isinstance(per[off], FormatError):
-                        skipped.append((k + off, self._malformed(per[off])))
-                        continue
-                    spath, tpath = per[off]
-                s = tokenize(s) if isinstance(s, str) else list(s)
-                t = tokenize(t) if isinstance(t, str) else list(t)
-                ns, nt = len(s), len(t)
-                if not ns or not nt or ns >= max_len or nt >= max_len:
-                    skipped.append((k + off, self._problem(s, t, lineno + off, spath, tpath)))
-                    continue
-                try:
-                    s_lines.append(f"{ns} {' '.join(map(smemo.__getitem__, s))}\n")
-                except KeyError:
-                    s_lines.append(f"{ns} {ids(smemo, src_vocab, s)}\n")
-                try:
-                    t_lines.append(f"{nt} {' '.join(map(tmemo.__getitem__, t))}\n")
-                except KeyError:
-                    t_lines.append(f"{nt} {ids(tmemo, tgt_vocab, t)}\n")
-            sw.add_lines(s_lines)
-            tw.add_lines(t_lines)
-            k += len(srcs)
-            if bar is not None:
-                bar.update(len(srcs))
-        return k - start, skipped
-
-    @staticmethod
-    def _encode_items(items: Iterable[Item], sw: TextWriter, tw: TextWriter, src_vocab: dict[str, int],
-                      tgt_vocab: dict[str, int], bar) -> tuple[int, list[tuple[int, str]]]:
-        n = 0
-        skipped: list[tuple[int, str]] = []
-        for it in items:
-            n += 1
-            if bar is not None:
-                bar.update(1)
-            if it.skip:
-                skipped.append((it.index, it.skip))
-                continue
-            sw.add(vocab_ids(src_vocab, it.src))
-            tw.add(vocab_ids(tgt_vocab, it.tgt))
-        return n, skipped
+    def _outs(self, batches: Iterable[Batch], directions: bool = True) -> Iterator[Out]:
+        """Per-pair results (:func:`~xlpe.align.eflomal_format.pair_results`): word links with subwords unless
+        ``subword_output``."""
+        return pair_results(batches, self._segs is not None and not self.subword_output, directions)
 
     # -- running eflomal ------------------------------------------------------------------------------
 
@@ -553,12 +355,13 @@ class EflomalAligner:
             bar = _progress(None, total, "reading", not show)
             try:
                 if self._segs is None:
-                    n_items, skipped = self._encode_blocks(block_factory(), sw, tw, src_vocab, tgt_vocab, start, bar)
+                    n_items, skipped = self._encoder().encode_blocks(block_factory(), sw, tw, src_vocab, tgt_vocab,
+                                                                     start, bar)
                 else:
-                    item_factory = lambda: self._prepare(pairs_of(block_factory()), start)  # noqa: E731
+                    item_factory = lambda: self._encoder().prepare(pairs_of(block_factory()), start)  # noqa: E731
                     if cache:
-                        item_factory = _Cached(item_factory)
-                    n_items, skipped = self._encode_items(item_factory(), sw, tw, src_vocab, tgt_vocab, bar)
+                        item_factory = Cached(item_factory)
+                    n_items, skipped = PairEncoder.encode_items(item_factory(), sw, tw, src_vocab, tgt_vocab, bar)
             except BaseException:
                 sw.abort()
                 tw.abort()
@@ -607,118 +410,22 @@ class EflomalAligner:
                     open(f, "w").close()
             vocabs = (list(src_vocab), list(tgt_vocab)) if fit else None  # id -> eflomal token
             del src_vocab, tgt_vocab
-            yield from self._read_batches(files, start, n_items, skipped, item_factory, total if show else False)
+            items = item_factory() if item_factory is not None else None
+            bar = _progress(None, total, self.sym, False) if show else None
+            yield from read_batches(files, self.sym, start, n_items, skipped, items, bar)
             if fit:
                 self._estimate_priors(p("src"), p("tgt"), *vocabs, files)
                 self.n_fit_sentences = n_ok
 
-    def _read_batches(self, files, start, n_items, skipped, item_factory, total) -> Iterator[Batch]:
-        """eflomal's output in batches: parsed, symmetrised (:func:`symmetrize_batch`) and paired with the
-        input's skipped pairs (and, with subwords, its items)."""
-        sym = self.sym
-        items = item_factory() if item_factory is not None else None
-        skip_index = [k for k, _ in skipped]  # ascending
-        bar = None if total is False else _progress(None, total, sym, False)
-        try:
-            with contextlib.ExitStack() as st:
-                ff, rf = (st.enter_context(open(files[k], "rb")) for k in ("fwd", "rev"))
-                sf, sr = ((st.enter_context(open(files[k], encoding="utf-8")) for k in ("sf", "sr"))
-                          if "sf" in files else (None, None))
-                k, end, at = start, start + n_items, 0
-                while k < end:
-                    n = min(fmt.OUT_BATCH, end - k)
-                    to = bisect.bisect_left(skip_index, k + n, at)
-                    skip = {skipped[x][0] - k: skipped[x][1] for x in range(at, to)}
-                    at = to
-                    ok = np.arange(n)
-                    if skip:
-                        ok = np.setdiff1d(ok, np.fromiter(skip, dtype=np.int64, count=len(skip)))
-                    fl, rl = list(itertools.islice(ff, len(ok))), list(itertools.islice(rf, len(ok)))
-                    if len(fl) < len(ok) or len(rl) < len(ok):
-                        raise XlpeError("eflomal wrote fewer alignment lines than it was given sentences")
-                    fwd, rev = parse_link_lines(fl), parse_link_lines(rl)
-                    a = fwd if sym == "forward" else rev if sym == "reverse" else symmetrize_batch(fwd, rev, sym)
-                    b = Batch(k, n, skip, ok, fwd, rev, a)
-                    if sf is not None:
-                        b.score_f = [float(x) for x in itertools.islice(sf, len(ok))]
-                        b.score_r = [float(x) for x in itertools.islice(sr, len(ok))]
-                    if items is not None:
-                        b.items = list(itertools.islice(items, n))
-                    yield b
-                    if bar is not None:
-                        bar.update(n)
-                    k += n
-        finally:
-            if bar is not None:
-                bar.close()
-
-    def _outs(self, batches: Iterable[Batch], directions: bool = True) -> Iterator[Out]:
-        """Per-pair results (:class:`Alignment` objects; word links with subwords unless ``subword_output``).
-        Without ``directions`` only ``alignment`` is set (``forward``/``reverse`` are left empty)."""
-        to_words = self._segs is not None and not self.subword_output
-        if to_words:
-            from xlpe.data.subword import word_alignment_from_subword
-        for b in batches:
-            if directions:
-                fw, rv = csr_links(b.fwd), csr_links(b.rev)
-                sy = fw if b.sym is b.fwd else rv if b.sym is b.rev else csr_links(b.sym)
-            else:
-                sy = csr_links(b.sym)
-            m = 0
-            for off in range(b.n):
-                if off in b.skip:
-                    yield Out(b.start + off, EMPTY, EMPTY, EMPTY, skip=b.skip[off])
-                    continue
-                if directions:
-                    fa, ra = Alignment(fw[m]), Alignment(rv[m])
-                    a = fa if sy is fw else ra if sy is rv else Alignment(sy[m])
-                else:
-                    a, fa, ra = Alignment(sy[m]), EMPTY, EMPTY
-                if to_words:
-                    it = b.items[off]
-                    a = word_alignment_from_subword(a, it.src_word_of, it.tgt_word_of)
-                    if directions:
-                        fa = word_alignment_from_subword(fa, it.src_word_of, it.tgt_word_of)
-                        ra = word_alignment_from_subword(ra, it.src_word_of, it.tgt_word_of)
-                o = Out(b.start + off, a, fa, ra)
-                if b.score_f is not None:
-                    o.score_f, o.score_r = b.score_f[m], b.score_r[m]
-                m += 1
-                yield o
-
     def _estimate_priors(self, src_path, tgt_path, src_words, tgt_words, files) -> None:
-        """Priors from the forward and reverse links with eflomal's ``calculate_priors`` (streamed), reading
-        the sentences back from eflomal's input files (``*_words``: id -> eflomal token)."""
-        ef = import_eflomal()
+        """Priors from this job's links (:meth:`Priors.estimate`)."""
         t0 = time.time()
-
-        def sentences(f, words):
-            next(f, None)  # header
-            for line in f:
-                yield " ".join([words[int(x)] for x in line.split()[1:]])
-
-        with open(src_path, encoding="ascii") as fs, open(tgt_path, encoding="ascii") as ft, \
-                open(files["fwd"], encoding="utf-8") as ff, open(files["rev"], encoding="utf-8") as rf:
-            counts = ef.calculate_priors(sentences(fs, src_words), sentences(ft, tgt_words), ff, rf)
-        self.priors = Priors.from_counts(*counts)
+        self.priors = Priors.estimate(src_path, tgt_path, src_words, tgt_words, files["fwd"], files["rev"])
         if not self.quiet:
             logger.info("priors: %d lexical, %d jump, %d fertility entries (%.1f s)", self.priors.n_lex,
                         len(self.priors.hmmf) + len(self.priors.hmmr),
                         sum(map(len, self.priors.ferf.values())) + sum(map(len, self.priors.ferr.values())),
                         time.time() - t0)
-
-    def _collect(self, outs: Iterable[Out]) -> AlignResult:
-        al, fw, rv, sf, sr, sk = [], [], [], [], [], []
-        for o in outs:
-            al.append(o.alignment)
-            fw.append(o.forward)
-            rv.append(o.reverse)
-            sf.append(o.score_f)
-            sr.append(o.score_r)
-            if o.skip:
-                sk.append((o.index, o.skip))
-        has_scores = any(not math.isnan(x) for x in sf)
-        return AlignResult(al, fw, rv, sf if has_scores else None, sr if has_scores else None, sk)
 
 
 @contextlib.contextmanager
@@ -734,39 +441,6 @@ def _muted(name: str, enabled: bool):
         yield
     finally:
         lg.setLevel(old)
-
-
-def _prefetched(pairs: Iterable[Pair], segs, block: int = 1024) -> Iterator[Pair]:
-    """Pass ``pairs`` through unchanged, letting batch segmenters see the words of each block first."""
-    it = iter(pairs)
-    while True:
-        buf = list(itertools.islice(it, block))
-        if not buf:
-            return
-        words = [[tokenize(x) if isinstance(x, str) else x for x in (p[1], p[2])]
-                 for p in buf if not isinstance(p[3], FormatError)]
-        for side in (0, 1):
-            if hasattr(segs[side], "prefetch"):
-                segs[side].prefetch(w[side] for w in words)
-        yield from buf
-
-
-class _Cached:
-    """An item factory that prepares its items on the first call and replays them afterwards."""
-
-    def __init__(self, factory):
-        self.factory, self.items = factory, None
-
-    def __call__(self):
-        if self.items is None:
-            return self._fill()
-        return iter(self.items)
-
-    def _fill(self):
-        self.items = []
-        for it in self.factory():
-            self.items.append(it)
-            yield it
 
 
 def _norm_opt(v):
@@ -821,5 +495,3 @@ def align_files(src: str | os.PathLike, tgt: str | os.PathLike | None, out: str 
         al.save(priors_out)
         stats["priors_out"] = os.fspath(priors_out)
     return stats
-
-

@@ -1,12 +1,15 @@
 """eflomal's side of the alignment pipeline: the one import of the optional GPL package
 (:func:`import_eflomal`), tokens as eflomal sees them, the numeric text files it reads, the link lines it writes
-(parsed in vectorised batches), input read in blocks, and the result types."""
+(parsed in vectorised batches), input read in blocks, eflomal's output read back in batches (symmetrised) and
+per pair, and the result types."""
 
 from __future__ import annotations
 
+import bisect
+import contextlib
+import functools
 import itertools
 import math
-import functools
 import os
 import re
 import shutil
@@ -16,6 +19,8 @@ from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
+from xlpe.align.symmetrize import csr_links, symmetrize_batch
+from xlpe.data.subword import word_alignment_from_subword
 from xlpe.errors import ConfigError, FormatError, XlpeError
 from xlpe.io.alignments import Alignment
 from xlpe.io.process import child_dies_with_parent
@@ -89,7 +94,6 @@ def eflomal_token(tok: str) -> str:
     if tok == "<NULL>":
         return "\\<NULL>"
     return tok
-
 
 
 # --- results --------------------------------------------------------------------------------------------
@@ -351,3 +355,91 @@ def rechunk(blocks: Iterable[Block], size: int) -> Iterator[list[Block]]:
         yield chunk
 
 
+# --- reading eflomal's output ------------------------------------------------------------------------
+
+def read_batches(files: dict[str, str], sym: str, start: int, n_items: int, skipped: list[tuple[int, str]],
+                 items: Iterator[Item] | None, bar) -> Iterator[Batch]:
+    """eflomal's output of one job (``files``: ``fwd``, ``rev`` and with scores ``sf``, ``sr``) in batches: parsed,
+    symmetrised by ``sym`` (:func:`~xlpe.align.symmetrize.symmetrize_batch`) and paired with the input's skipped
+    pairs (and, with subwords, its ``items``); the pairs are numbered from ``start``. Updates and closes ``bar``."""
+    skip_index = [k for k, _ in skipped]  # ascending
+    try:
+        with contextlib.ExitStack() as st:
+            ff, rf = (st.enter_context(open(files[k], "rb")) for k in ("fwd", "rev"))
+            sf, sr = ((st.enter_context(open(files[k], encoding="utf-8")) for k in ("sf", "sr"))
+                      if "sf" in files else (None, None))
+            k, end, at = start, start + n_items, 0
+            while k < end:
+                n = min(OUT_BATCH, end - k)
+                to = bisect.bisect_left(skip_index, k + n, at)
+                skip = {skipped[x][0] - k: skipped[x][1] for x in range(at, to)}
+                at = to
+                ok = np.arange(n)
+                if skip:
+                    ok = np.setdiff1d(ok, np.fromiter(skip, dtype=np.int64, count=len(skip)))
+                fl, rl = list(itertools.islice(ff, len(ok))), list(itertools.islice(rf, len(ok)))
+                if len(fl) < len(ok) or len(rl) < len(ok):
+                    raise XlpeError("eflomal wrote fewer alignment lines than it was given sentences")
+                fwd, rev = parse_link_lines(fl), parse_link_lines(rl)
+                a = fwd if sym == "forward" else rev if sym == "reverse" else symmetrize_batch(fwd, rev, sym)
+                b = Batch(k, n, skip, ok, fwd, rev, a)
+                if sf is not None:
+                    b.score_f = [float(x) for x in itertools.islice(sf, len(ok))]
+                    b.score_r = [float(x) for x in itertools.islice(sr, len(ok))]
+                if items is not None:
+                    b.items = list(itertools.islice(items, n))
+                yield b
+                if bar is not None:
+                    bar.update(n)
+                k += n
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def pair_results(batches: Iterable[Batch], to_words: bool, directions: bool = True) -> Iterator[Out]:
+    """Per-pair results (:class:`Alignment` objects; ``to_words``: the batches' piece links converted to word
+    links by their items' maps). Without ``directions`` only ``alignment`` is set (``forward``/``reverse`` are
+    left empty)."""
+    for b in batches:
+        if directions:
+            fw, rv = csr_links(b.fwd), csr_links(b.rev)
+            sy = fw if b.sym is b.fwd else rv if b.sym is b.rev else csr_links(b.sym)
+        else:
+            sy = csr_links(b.sym)
+        m = 0
+        for off in range(b.n):
+            if off in b.skip:
+                yield Out(b.start + off, EMPTY, EMPTY, EMPTY, skip=b.skip[off])
+                continue
+            if directions:
+                fa, ra = Alignment(fw[m]), Alignment(rv[m])
+                a = fa if sy is fw else ra if sy is rv else Alignment(sy[m])
+            else:
+                a, fa, ra = Alignment(sy[m]), EMPTY, EMPTY
+            if to_words:
+                it = b.items[off]
+                a = word_alignment_from_subword(a, it.src_word_of, it.tgt_word_of)
+                if directions:
+                    fa = word_alignment_from_subword(fa, it.src_word_of, it.tgt_word_of)
+                    ra = word_alignment_from_subword(ra, it.src_word_of, it.tgt_word_of)
+            o = Out(b.start + off, a, fa, ra)
+            if b.score_f is not None:
+                o.score_f, o.score_r = b.score_f[m], b.score_r[m]
+            m += 1
+            yield o
+
+
+def collect(outs: Iterable[Out]) -> AlignResult:
+    """The per-pair results of a bitext held in memory, gathered."""
+    al, fw, rv, sf, sr, sk = [], [], [], [], [], []
+    for o in outs:
+        al.append(o.alignment)
+        fw.append(o.forward)
+        rv.append(o.reverse)
+        sf.append(o.score_f)
+        sr.append(o.score_r)
+        if o.skip:
+            sk.append((o.index, o.skip))
+    has_scores = any(not math.isnan(x) for x in sf)
+    return AlignResult(al, fw, rv, sf if has_scores else None, sr if has_scores else None, sk)

@@ -12,6 +12,7 @@ from xlpe.io.text import open_input
 
 # --- priors ---------------------------------------------------------------------------------------------
 
+
 class Priors:
     """eflomal's Dirichlet priors (pseudo-counts), indexed by word for fast per-chunk selection.
 
@@ -52,6 +53,24 @@ class Priors:
         for (t, f), a in ferr.items():
             p.ferr.setdefault(t, {})[int(f)] = float(a)
         return p
+
+    @classmethod
+    def estimate(cls, src_path: str, tgt_path: str, src_words: list[str], tgt_words: list[str], fwd_path: str,
+                 rev_path: str) -> "Priors":
+        """Priors from an eflomal job's forward and reverse links (``fwd_path``, ``rev_path``) with eflomal's
+        ``calculate_priors`` (streamed), reading the sentences back from the job's input files (``*_words``:
+        id -> eflomal token)."""
+        ef = import_eflomal()
+
+        def sentences(f, words):
+            next(f, None)  # header
+            for line in f:
+                yield " ".join([words[int(x)] for x in line.split()[1:]])
+
+        with open(src_path, encoding="ascii") as fs, open(tgt_path, encoding="ascii") as ft, \
+                open(fwd_path, encoding="utf-8") as ff, open(rev_path, encoding="utf-8") as rf:
+            counts = ef.calculate_priors(sentences(fs, src_words), sentences(ft, tgt_words), ff, rf)
+        return cls.from_counts(*counts)
 
     def _add_read(self, parsed) -> None:
         lex, hmmf, hmmr, ferf, ferr = parsed
@@ -133,5 +152,3 @@ class PriorIndex:
     def __getitem__(self, word: str):
         e = self.vocab.get(word)
         return None if e is None else e + 1
-
-

@@ -364,90 +364,15 @@ def _grow_batch(union, in_f, in_r, sid, ii, jj, n, method, lockstep_min):
         return result
     l_src, l_tgt, l_sid = s_code[live], t_code[live], sid[live]
     added = np.zeros(len(live), dtype=bool)
-
-    # --- grow-diag, in lockstep over sentences -----------------------------------------------------------
-    # symal scans the current points in passes, in key order, inserting into the scanned set: a point added
-    # after the cursor is scanned in the same pass, one added before it in the next. A point that has been
-    # scanned adds nothing when scanned again (a candidate refused once is refused for ever: coverage only
-    # grows), so only each point's first scan matters: per sentence, scan the next not-yet-scanned current
-    # point at or after the cursor; when there is none, start again from the sentence's first one (next
-    # pass); when there is none at all, the sentence is done. Each lockstep step scans one point in every
-    # sentence still growing.
-    #
-    # Scan positions: points that are or may become current (intersection, live candidates) with a live
-    # candidate among their neighbours; a current point elsewhere adds nothing when scanned.
-    has_live = np.zeros(n, dtype=bool)
-    has_live[l_sid] = True
-    points = np.flatnonzero((is_inter | live_mask) & has_live[sid])
-    width = s_size + 1            # grid columns 0 .. max(i) + 2 (the key's i + 1 with a margin either side)
-    nb, fallback = _live_neighbours(points, live, sid, ii, jj, width, width * (t_size + 1))
-    sel = np.flatnonzero((nb >= 0).any(axis=0))
-    pos, nb = points[sel], nb[:, sel]
-    if len(pos):
-        todo = is_inter[pos]  # current and not scanned yet
-        pos_index = np.full(len(union), -1, dtype=np.int64)
-        pos_index[pos] = np.arange(len(pos))
-        pos_of_live = pos_index[live]
-        pos_sid = sid[pos]  # sorted
-        first = np.flatnonzero(np.concatenate(([True], pos_sid[1:] != pos_sid[:-1])))
-        seg_sid = pos_sid[first]
-        seg_end = np.append(first[1:], len(pos))
-        seg_of_pos = np.repeat(np.arange(len(first)), np.diff(np.append(first, len(pos))))
-        cursor = first.copy()
-        grow = _unique(seg_of_pos[todo])  # segments with something to scan
-        while len(grow):
-            if len(grow) <= lockstep_min:
-                fallback = _unique(np.concatenate((fallback, seg_sid[grow])))
-                break
-            t = np.flatnonzero(todo)
-            if not len(t):
-                break
-            k = np.searchsorted(t, cursor[grow])
-            nxt = t[np.minimum(k, len(t) - 1)]
-            here = (k < len(t)) & (nxt < seg_end[grow])
-            if not here.all():  # nothing left after the cursor: next pass from the start, or done
-                w = ~here
-                k2 = np.searchsorted(t, first[grow[w]])
-                nxt2 = t[np.minimum(k2, len(t) - 1)]
-                nxt[w] = nxt2
-                here[w] = (k2 < len(t)) & (nxt2 < seg_end[grow[w]])
-                grow, nxt = grow[here], nxt[here]
-                if not len(grow):
-                    break
-            todo[nxt] = False
-            cursor[grow] = nxt + 1
-            for r in range(8):  # symal's neighbour order
-                c = nb[r, nxt]
-                c = c[c >= 0]
-                c = c[~added[c] & ~(s_cov[l_src[c]] & t_cov[l_tgt[c]])]
-                if len(c):
-                    added[c] = True
-                    s_cov[l_src[c]] = True
-                    t_cov[l_tgt[c]] = True
-                    q = pos_of_live[c]
-                    todo[q[q >= 0]] = True
-
-    # --- FINAL / FINAL-AND: forward-only then reverse-only candidates, each in key order, one per step ------
+    fallback = _grow_diag(len(union), is_inter, live_mask, live, sid, ii, jj, s_size, t_size, s_cov, t_cov, l_src,
+                          l_tgt, added, lockstep_min)
     in_fallback = np.zeros(n, dtype=bool)
     in_fallback[fallback] = True
     added &= ~in_fallback[l_sid]
     if method != "grow-diag":
         rest = np.flatnonzero(~added & ~in_fallback[l_sid])  # in key order
         if len(rest):
-            rest = rest[np.argsort(l_sid[rest] * 2 + ~in_f[live[rest]], kind="stable")]  # forward-only first
-            sids = l_sid[rest]
-            rank = np.arange(len(rest)) - np.searchsorted(sids, sids)
-            by_rank = rest[np.argsort(rank, kind="stable")]
-            bounds = np.concatenate(([0], np.cumsum(np.bincount(rank))))
-            both = method == "grow-diag-final-and"
-            for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):  # one candidate per sentence
-                c = by_rank[a:b]
-                s_free, t_free = ~s_cov[l_src[c]], ~t_cov[l_tgt[c]]
-                c = c[(s_free & t_free) if both else (s_free | t_free)]
-                added[c] = True
-                s_cov[l_src[c]] = True
-                t_cov[l_tgt[c]] = True
-
+            _final(method, rest, l_sid, in_f[live[rest]], s_cov, t_cov, l_src, l_tgt, added)
     result[live[added]] = True
     if len(fallback):  # these sentences one by one, from their original links
         start = np.searchsorted(sid, fallback)
@@ -459,3 +384,94 @@ def _grow_batch(union, in_f, in_r, sid, ii, jj, n, method, lockstep_min):
             got = symmetrize_sets(f, r, method).links
             result[a:b] = [x in got for x in links]
     return result
+
+
+def _grow_diag(n_union, is_inter, live_mask, live, sid, ii, jj, s_size, t_size, s_cov, t_cov, l_src, l_tgt, added,
+               lockstep_min):
+    """The grow-diag step of :func:`_grow_batch`, in lockstep over sentences: marks the live candidates it adds in
+    ``added`` and their words in the coverage ``s_cov``/``t_cov`` (``l_src``/``l_tgt``: the candidates' word
+    codes). Returns the ids of the sentences left to the one-by-one fallback (a grid too large, or fewer than
+    ``lockstep_min`` sentences still growing)."""
+    import numpy as np
+    # symal scans the current points in passes, in key order, inserting into the scanned set: a point added
+    # after the cursor is scanned in the same pass, one added before it in the next. A point that has been
+    # scanned adds nothing when scanned again (a candidate refused once is refused for ever: coverage only
+    # grows), so only each point's first scan matters: per sentence, scan the next not-yet-scanned current
+    # point at or after the cursor; when there is none, start again from the sentence's first one (next
+    # pass); when there is none at all, the sentence is done. Each lockstep step scans one point in every
+    # sentence still growing.
+    #
+    # Scan positions: points that are or may become current (intersection, live candidates) with a live
+    # candidate among their neighbours; a current point elsewhere adds nothing when scanned.
+    has_live = np.zeros(len(s_size), dtype=bool)
+    has_live[sid[live]] = True
+    points = np.flatnonzero((is_inter | live_mask) & has_live[sid])
+    width = s_size + 1            # grid columns 0 .. max(i) + 2 (the key's i + 1 with a margin either side)
+    nb, fallback = _live_neighbours(points, live, sid, ii, jj, width, width * (t_size + 1))
+    sel = np.flatnonzero((nb >= 0).any(axis=0))
+    pos, nb = points[sel], nb[:, sel]
+    if not len(pos):
+        return fallback
+    todo = is_inter[pos]  # current and not scanned yet
+    pos_index = np.full(n_union, -1, dtype=np.int64)
+    pos_index[pos] = np.arange(len(pos))
+    pos_of_live = pos_index[live]
+    pos_sid = sid[pos]  # sorted
+    first = np.flatnonzero(np.concatenate(([True], pos_sid[1:] != pos_sid[:-1])))
+    seg_sid = pos_sid[first]
+    seg_end = np.append(first[1:], len(pos))
+    seg_of_pos = np.repeat(np.arange(len(first)), np.diff(np.append(first, len(pos))))
+    cursor = first.copy()
+    grow = _unique(seg_of_pos[todo])  # segments with something to scan
+    while len(grow):
+        if len(grow) <= lockstep_min:
+            fallback = _unique(np.concatenate((fallback, seg_sid[grow])))
+            break
+        t = np.flatnonzero(todo)
+        if not len(t):
+            break
+        k = np.searchsorted(t, cursor[grow])
+        nxt = t[np.minimum(k, len(t) - 1)]
+        here = (k < len(t)) & (nxt < seg_end[grow])
+        if not here.all():  # nothing left after the cursor: next pass from the start, or done
+            w = ~here
+            k2 = np.searchsorted(t, first[grow[w]])
+            nxt2 = t[np.minimum(k2, len(t) - 1)]
+            nxt[w] = nxt2
+            here[w] = (k2 < len(t)) & (nxt2 < seg_end[grow[w]])
+            grow, nxt = grow[here], nxt[here]
+            if not len(grow):
+                break
+        todo[nxt] = False
+        cursor[grow] = nxt + 1
+        for r in range(8):  # symal's neighbour order
+            c = nb[r, nxt]
+            c = c[c >= 0]
+            c = c[~added[c] & ~(s_cov[l_src[c]] & t_cov[l_tgt[c]])]
+            if len(c):
+                added[c] = True
+                s_cov[l_src[c]] = True
+                t_cov[l_tgt[c]] = True
+                q = pos_of_live[c]
+                todo[q[q >= 0]] = True
+    return fallback
+
+
+def _final(method, rest, l_sid, rest_forward, s_cov, t_cov, l_src, l_tgt, added) -> None:
+    """FINAL / FINAL-AND of :func:`_grow_batch` on the live candidates ``rest`` (in key order; ``rest_forward``:
+    which are in forward): forward-only then reverse-only candidates, each in key order, one per sentence and
+    step; marks those it adds in ``added`` and the coverage."""
+    import numpy as np
+    rest = rest[np.argsort(l_sid[rest] * 2 + ~rest_forward, kind="stable")]  # forward-only first
+    sids = l_sid[rest]
+    rank = np.arange(len(rest)) - np.searchsorted(sids, sids)
+    by_rank = rest[np.argsort(rank, kind="stable")]
+    bounds = np.concatenate(([0], np.cumsum(np.bincount(rank))))
+    both = method == "grow-diag-final-and"
+    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):  # one candidate per sentence
+        c = by_rank[a:b]
+        s_free, t_free = ~s_cov[l_src[c]], ~t_cov[l_tgt[c]]
+        c = c[(s_free & t_free) if both else (s_free | t_free)]
+        added[c] = True
+        s_cov[l_src[c]] = True
+        t_cov[l_tgt[c]] = True

@@ -33,9 +33,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "average": ("xlpe.cli.average", "average the weights of several checkpoints (e.g. the last N of a run)"),
     "translate": ("xlpe.cli.translate", "translate files or stdin with a trained model (beam / greedy)"),
     "export": ("xlpe.cli.export", "a trained model as a CTranslate2 model directory (fast CPU/GPU inference)"),
-    "align-from-model": ("xlpe.cli.align_from_model", "word alignments from a trained model's attention (AER protocol, SPEC §4.6)"),
-    "evaluate": ("xlpe.cli.evaluate", "BLEU / chrF with signatures and paired bootstrap; Kendall tau / chunk for orders"),
-    "experiment": ("xlpe.cli.experiment", "recipes reproducing the papers' tables (xl-pe, structural-pe, dpe, cross-align)"),
+    "align-from-model": ("xlpe.cli.align_from_model",
+                         "word alignments from a trained model's attention (AER protocol, SPEC §4.6)"),
+    "evaluate": ("xlpe.cli.evaluate",
+                 "BLEU / chrF with signatures and paired bootstrap; Kendall tau / chunk for orders"),
+    "experiment": ("xlpe.cli.experiment",
+                   "recipes reproducing the papers' tables (xl-pe, structural-pe, dpe, cross-align)"),
 }
 
 

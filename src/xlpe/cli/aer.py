@@ -1,4 +1,5 @@
-"""``xlpe aer``: AER / precision / recall of an alignment file against a gold file (:func:`xlpe.evaluate.aer.aer_files`)."""
+"""``xlpe aer``: AER / precision / recall of an alignment file against a gold file
+(:func:`xlpe.evaluate.aer.aer_files`)."""
 
 from __future__ import annotations
 

@@ -127,7 +127,8 @@ def cli_main(args: argparse.Namespace) -> int:
                     cells = []
                     for k in keys:
                         p = c.p_values[k]
-                        cells.append((f"{c.scores[k]:.2f} ±{c.ci[k]:.2f}" + ("" if p is None else f" p={p:.4f}")).rjust(22))
+                        cell = f"{c.scores[k]:.2f} ±{c.ci[k]:.2f}" + ("" if p is None else f" p={p:.4f}")
+                        cells.append(cell.rjust(22))
                     print(c.system.ljust(24) + "".join(cells))
                 for k, s in sigs.items():
                     print(f"  {k}: {s}")
@@ -138,7 +139,8 @@ def cli_main(args: argparse.Namespace) -> int:
         rs = order_scores_files(args.orders, args.order_ref, ref_base=args.order_ref_base, src=args.order_src)
         result["reordering"] = rs
         if not args.json:
-            print("reordering: " + ", ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}" for k, v in rs.items()))
+            print("reordering: " + ", ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}"
+                                             for k, v in rs.items()))
     if not args.hyp and not args.orders:
         raise ConfigError("nothing to evaluate: give --hyp/--ref and/or --orders/--order-ref")
     if args.json:

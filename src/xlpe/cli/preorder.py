@@ -27,7 +27,8 @@ def add_cli_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="preorder_command", metavar="ACTION", required=True)
     t = sub.add_parser("train", help="train a BTG preorderer from a source text and its alignments",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    t.add_argument("--src", required=True, help="source text, tokenised; tokens may carry factor columns word|class|...")
+    t.add_argument("--src", required=True,
+                   help="source text, tokenised; tokens may carry factor columns word|class|...")
     g = t.add_mutually_exclusive_group(required=True)
     g.add_argument("--align", help="Pharaoh alignments of --src (i-j / ipj; all links are used)")
     g.add_argument("--lader-align", help="lader alignment file 'SRCLEN-TRGLEN ||| i-j ...' (0-based)")
@@ -39,7 +40,8 @@ def add_cli_arguments(p: argparse.ArgumentParser) -> None:
     t.add_argument("--attach-null", choices=("right", "left", "none", "free"), default="right",
                    help="lader oracle: where unaligned words go ('free': nowhere, they are left out of the "
                         "loss; needs --loss tau=W)")
-    t.add_argument("--skip-long", action="store_true", help="skip and count sentences over --max-len instead of failing")
+    t.add_argument("--skip-long", action="store_true",
+                   help="skip and count sentences over --max-len instead of failing")
     d = BTGConfig()
     t.add_argument("--max-term", type=int, default=d.max_term, help="longest terminal span")
     t.add_argument("--use-reverse", action="store_true", help="allow backward (reversed) terminals")

@@ -18,7 +18,8 @@ def add_cli_arguments(p: argparse.ArgumentParser) -> None:
     t.add_argument("--input", nargs="+", required=True, help="training text file(s), one sentence per line")
     t.add_argument("--model", required=True, help="output model path (e.g. spm.model)")
     t.add_argument("--vocab-size", type=int, default=8000, help="target vocabulary size")
-    t.add_argument("--model-type", default="bpe", choices=["bpe", "unigram", "char", "word"], help="sentencepiece model type")
+    t.add_argument("--model-type", default="bpe", choices=["bpe", "unigram", "char", "word"],
+                   help="sentencepiece model type")
     t.add_argument("--character-coverage", type=float, default=1.0, help="character coverage (0.9995 for CJK)")
     t.add_argument("--normalization", default="identity",
                    help="sentencepiece normalisation rule; 'identity' keeps tokens byte for byte (exact word maps)")

@@ -51,13 +51,18 @@ from torch import Tensor
 from xlpe.data.batching import TokenBatchSampler, collate
 from xlpe.data.corpus import ParallelData
 from xlpe.data.channels import ChannelSource
-from xlpe.data.subword import word_alignment_from_subword
+from xlpe.data.subword import subword_alignment_from_word, word_alignment_from_subword
 from xlpe.errors import ConfigError, FormatError
+from xlpe.evaluate.aer import AERCounter
+from xlpe.evaluate.plots import attention_heatmap
+from xlpe.infer.beam import force_decode
 from xlpe.infer.translate import Subwords, model_device, subword_sides
 from xlpe.runtime import resolve_device, versions
 from xlpe.sources import SourceSpec, channel_specs, check_channels, check_read, open_sources, source_paths
-from xlpe.io.alignments import Alignment, format_alignment
-from xlpe.io.atomic import check_outputs
+from xlpe.io.alignments import Alignment, format_alignment, read_alignments
+from xlpe.io.atomic import atomic_write, check_outputs
+from xlpe.io.bitext import read_bitext
+from xlpe.nn.checkpoint import load_model
 from xlpe.nn.positions import required_inputs
 from xlpe.io.text import read_lines, tokenize
 
@@ -276,8 +281,6 @@ def align_lines(model: torch.nn.Module, subwords: Subwords, src_lines: Iterable[
     src_enc = list(src_sw.encode_many(src_lines))
     tgt_enc = list(tgt_sw.encode_many(tgt_lines))
 
-    from xlpe.infer.beam import force_decode
-
     dev = torch.device(device) if device is not None else model_device(model)
     lengths = data.num_tokens
     longest = int(lengths.max())
@@ -329,8 +332,6 @@ def align_from_model(checkpoint: str | os.PathLike | Sequence[str | os.PathLike]
         device: ``cpu``, ``cuda``, ``cuda:N`` or ``auto``.
         src_name, tgt_name: how errors name the inputs.
     """
-    from xlpe.nn.checkpoint import load_model
-
     dev = resolve_device(device)
     model, _, subwords = load_model(checkpoint, device=dev)
     ch = open_sources(sources, channels, reads=required_inputs(model.cfg))
@@ -384,9 +385,6 @@ class Heatmaps:
 
 def _read_gold(gold: GoldFile, src: str | os.PathLike, tgt: str | os.PathLike) -> list[Alignment]:
     """The gold file in the (source, target) orientation, every index checked against the word counts."""
-    from xlpe.io.alignments import read_alignments
-    from xlpe.io.bitext import read_bitext
-
     lens = [(len(s), len(t)) for s, t in read_bitext(src, tgt)]
     if gold.reverse:
         lens = [(t, s) for s, t in lens]
@@ -395,9 +393,6 @@ def _read_gold(gold: GoldFile, src: str | os.PathLike, tgt: str | os.PathLike) -
 
 
 def _heatmap(view: SentenceAttention, path: str, level: str, merge: str, gold: Alignment | None) -> None:
-    from xlpe.data.subword import subword_alignment_from_word
-    from xlpe.evaluate.plots import attention_heatmap
-
     if level == "subword":
         g = None if gold is None else subword_alignment_from_word(gold, view.src_word_of, view.tgt_word_of)
         attention_heatmap(view.attn, view.src_pieces + ["</s>"], view.tgt_pieces + ["</s>"], path, gold=g,
@@ -409,6 +404,32 @@ def _heatmap(view: SentenceAttention, path: str, level: str, merge: str, gold: A
 
     attention_heatmap(W[0], view.src_words, view.tgt_words, path, gold=gold, predicted=view.word.links,
                       title=f"word attention (attn_merge); x = {merge}")
+
+
+def _write_chunks(f, model, subwords: Subwords, names: tuple[str, str], channels: Mapping[str, ChannelSource],
+                  counter, refs: list[Alignment] | None, *, chunk_size: int, keep: int,
+                  **options) -> tuple[int, list[SentenceAttention]]:
+    """Align the files ``names`` ``chunk_size`` lines at a time (:func:`align_lines` with ``options``), writing
+    Pharaoh lines to ``f`` and, with an AER ``counter``, counting each against its ``refs`` entry. Returns the
+    number of pairs and the attention views of the first ``keep``."""
+    src_it = (t for _, t in read_lines(names[0]))
+    tgt_it = (t for _, t in read_lines(names[1]))
+    views: list[SentenceAttention] = []
+    n = 0
+    while True:
+        s_chunk = list(islice(src_it, chunk_size))
+        t_chunk = list(islice(tgt_it, len(s_chunk) if s_chunk else 1))
+        if not s_chunk and not t_chunk:
+            break
+        res = align_lines(model, subwords, s_chunk, t_chunk, channels=channels, names=names, first_line=n + 1,
+                          keep_attention=max(0, keep - n), finish_channels=False, **options)
+        views += res.views
+        for k, a in enumerate(res.alignments):
+            f.write(format_alignment(a, 0, possible=False) + "\n")
+            if counter is not None:
+                counter.update(a, refs[n + k])
+        n += len(s_chunk)
+    return n, views
 
 
 def align_from_model_files(checkpoint: str | os.PathLike | Sequence[str | os.PathLike], src: str | os.PathLike,
@@ -432,9 +453,6 @@ def align_from_model_files(checkpoint: str | os.PathLike | Sequence[str | os.Pat
         A summary dict: ``sentences``, ``out``, ``aer`` (:meth:`AERScore.to_dict` or None), ``heatmaps``
         (the PNG paths) and the options.
     """
-    from xlpe.io.atomic import atomic_write
-    from xlpe.nn.checkpoint import load_model
-
     if chunk_size < 1:
         raise ConfigError("chunk_size must be >= 1")
     check_outputs([out, report], [src, tgt, None if gold is None else gold.path, *source_paths(sources, channels)])
@@ -449,30 +467,11 @@ def align_from_model_files(checkpoint: str | os.PathLike | Sequence[str | os.Pat
     check_read(channels or {}, reads, who)
     opened = open_sources(specs)
     names = tuple(os.fspath(p) for p in (src, tgt))
-    src_it = (t for _, t in read_lines(src))
-    tgt_it = (t for _, t in read_lines(tgt))
     keep = heatmaps.count if heatmaps is not None else 0
-    views: list[SentenceAttention] = []
-    counter = None
-    if refs is not None:
-        from xlpe.evaluate.aer import AERCounter
-        counter = AERCounter()
-    n = 0
+    counter = AERCounter() if refs is not None else None
     with atomic_write(out) as f:
-        while True:
-            s_chunk = list(islice(src_it, chunk_size))
-            t_chunk = list(islice(tgt_it, len(s_chunk) if s_chunk else 1))
-            if not s_chunk and not t_chunk:
-                break
-            res = align_lines(model, subwords, s_chunk, t_chunk, layer=layer, merge=merge, channels=opened,
-                              batch_size=batch_size, max_tokens=max_tokens, device=dev, names=names,
-                              first_line=n + 1, keep_attention=max(0, keep - n), finish_channels=False)
-            views += res.views
-            for k, a in enumerate(res.alignments):
-                f.write(format_alignment(a, 0, possible=False) + "\n")
-                if counter is not None:
-                    counter.update(a, refs[n + k])
-            n += len(s_chunk)
+        n, views = _write_chunks(f, model, subwords, names, opened, counter, refs, chunk_size=chunk_size, keep=keep,
+                                 layer=layer, merge=merge, batch_size=batch_size, max_tokens=max_tokens, device=dev)
         if n == 0:
             raise FormatError("input is empty", names[0], expected="at least one sentence pair")
         for source in opened.values():

@@ -237,27 +237,9 @@ class MultiheadAttention(nn.Module):
             if group * memory.shape[0] != B:
                 raise ConfigError(f"cross-attention: {B} query rows cannot share {memory.shape[0]} memory rows")
         if memory is None:
-            q, k, v = (self._project(lin, x, head_inputs) for lin in (self.q_proj, self.k_proj, self.v_proj))
-            if cache is not None:
-                if "k" in cache:
-                    offset = cache["k"].shape[2]
-                    k, v = torch.cat((cache["k"], k), 2), torch.cat((cache["v"], v), 2)
-                cache["k"], cache["v"] = k, v
+            q, k, v, offset = self._self_qkv(x, head_inputs, cache)
         else:
-            q = self.q_proj(x)
-            if slots is not None:               # the query rows into their slots of the grid
-                q = q.new_zeros(memory.shape[0] * group, Tq, q.shape[-1]).index_copy_(0, slots, q)
-            if group > 1:
-                # each memory row serves `group` consecutive (grid) rows, e.g. the beams of one sentence: they
-                # become one row of group*Tq queries, so memory, keys and values are stored and projected once
-                q = q.reshape(memory.shape[0], group * Tq, -1)
-            q = self._split(q)
-            if cache is not None and "k" in cache:
-                k, v = cache["k"], cache["v"]
-            else:
-                k, v = (self._project(lin, memory, head_inputs) for lin in (self.k_proj, self.v_proj))
-                if cache is not None:
-                    cache["k"], cache["v"] = k, v
+            q, k, v = self._cross_qkv(x, memory, head_inputs, cache, slots, group)
         Tk, Tq_rows = k.shape[2], q.shape[2]
 
         # Boolean mask, True = may attend; None = everything. SDPA's own is_causal only when nothing else is masked.
@@ -284,21 +266,7 @@ class MultiheadAttention(nn.Module):
         else:
             if sdpa_causal:
                 mask = torch.ones(Tq, Tk, dtype=torch.bool, device=x.device).tril()
-            scores = q @ k.transpose(-1, -2)                                           # (B, H, Tq, Tk)
-            rel_k = relative_scores(q, rel)
-            if rel_k is not None:   # Shaw: q_i . a^K_ij
-                scores = scores + rel_k
-            scores = scores / math.sqrt(self.d_k)
-            if mask is not None:
-                scores = scores.masked_fill(~mask, float("-inf"))
-            # in bf16/fp16, torch's softmax computes in float32 and rounds once: the values of a float32 softmax
-            # rounded to bf16, at half its cost (no float32 copy of the scores; its backward reads the rounded weights)
-            weights = scores.softmax(-1)
-            alpha = dropout(weights, p, self.training)
-            out = alpha @ v
-            rel_v = relative_values(alpha, rel)
-            if rel_v is not None:   # Shaw: sum_j alpha_ij a^V_ij
-                out = out + rel_v
+            out, weights = self._explicit(q, k, v, mask, rel, p)
             if not need_weights:
                 weights = None
         rows = q.shape[0] * group               # B, or the grid's rows with memory_slots
@@ -309,6 +277,61 @@ class MultiheadAttention(nn.Module):
             out = out.index_select(0, slots)
             weights = None if weights is None else weights.index_select(0, slots)
         return self.out_proj(out), weights
+
+    def _self_qkv(self, x: Tensor, head_inputs: Sequence[HeadInput],
+                  cache: dict[str, Tensor] | None) -> tuple[Tensor, Tensor, Tensor, int]:
+        """Self-attention's Q, K, V ``(B, H, T, d_k)`` (K and V after the cached ones, which they join) and the
+        number of keys cached before this step."""
+        q, k, v = (self._project(lin, x, head_inputs) for lin in (self.q_proj, self.k_proj, self.v_proj))
+        offset = 0
+        if cache is not None:
+            if "k" in cache:
+                offset = cache["k"].shape[2]
+                k, v = torch.cat((cache["k"], k), 2), torch.cat((cache["v"], v), 2)
+            cache["k"], cache["v"] = k, v
+        return q, k, v, offset
+
+    def _cross_qkv(self, x: Tensor, memory: Tensor, head_inputs: Sequence[HeadInput], cache: dict[str, Tensor] | None,
+                   slots: Tensor | None, group: int) -> tuple[Tensor, Tensor, Tensor]:
+        """Cross-attention's Q ``(B_m, H, group * Tq, d_k)`` (query rows in their ``slots`` of the grid, ``group``
+        rows per memory row) and K, V ``(B_m, H, S, d_k)`` of ``memory``, projected once per cache."""
+        Tq = x.shape[1]
+        q = self.q_proj(x)
+        if slots is not None:               # the query rows into their slots of the grid
+            q = q.new_zeros(memory.shape[0] * group, Tq, q.shape[-1]).index_copy_(0, slots, q)
+        if group > 1:
+            # each memory row serves `group` consecutive (grid) rows, e.g. the beams of one sentence: they
+            # become one row of group*Tq queries, so memory, keys and values are stored and projected once
+            q = q.reshape(memory.shape[0], group * Tq, -1)
+        q = self._split(q)
+        if cache is not None and "k" in cache:
+            k, v = cache["k"], cache["v"]
+        else:
+            k, v = (self._project(lin, memory, head_inputs) for lin in (self.k_proj, self.v_proj))
+            if cache is not None:
+                cache["k"], cache["v"] = k, v
+        return q, k, v
+
+    def _explicit(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, rel: Sequence[RelativeTerms],
+                  p: float) -> tuple[Tensor, Tensor]:
+        """Attention as the explicit product q·kᵀ (+ Shaw's key terms), softmax, dropout ``p``, ·v (+ Shaw's value
+        terms): ``(out, weights before dropout)``; ``mask`` True = may attend."""
+        scores = q @ k.transpose(-1, -2)                                           # (B, H, Tq, Tk)
+        rel_k = relative_scores(q, rel)
+        if rel_k is not None:   # Shaw: q_i . a^K_ij
+            scores = scores + rel_k
+        scores = scores / math.sqrt(self.d_k)
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        # in bf16/fp16, torch's softmax computes in float32 and rounds once: the values of a float32 softmax
+        # rounded to bf16, at half its cost (no float32 copy of the scores; its backward reads the rounded weights)
+        weights = scores.softmax(-1)
+        alpha = dropout(weights, p, self.training)
+        out = alpha @ v
+        rel_v = relative_values(alpha, rel)
+        if rel_v is not None:   # Shaw: sum_j alpha_ij a^V_ij
+            out = out + rel_v
+        return out, weights
 
 
 class FeedForward(nn.Module):

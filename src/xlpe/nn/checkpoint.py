@@ -87,10 +87,12 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
                         f"{' (' + what.group(1) + ')' if what else ''}, and loading them could run code (xlpe "
                         "checkpoints never hold any)") from None
     except Exception as e:
-        raise XlpeError(f"{name}: checkpoint cannot be loaded ({type(e).__name__}: {str(e).splitlines()[0][:200]})") from None
+        raise XlpeError(f"{name}: checkpoint cannot be loaded ({type(e).__name__}: "
+                        f"{str(e).splitlines()[0][:200]})") from None
     if not isinstance(ck, dict) or ck.get("format") != FORMAT:
         raise XlpeError(f"{name}: not an xlpe checkpoint (expected a dict with format={FORMAT!r}; "
-                        f"got {type(ck).__name__} {'with format=' + repr(ck.get('format')) if isinstance(ck, dict) else ''})")
+                        f"got {type(ck).__name__} "
+                        f"{'with format=' + repr(ck.get('format')) if isinstance(ck, dict) else ''})")
     version = ck.get("version")
     if not isinstance(version, int) or version > VERSION:
         raise XlpeError(f"{name}: checkpoint format version {version!r} is newer than this xlpe reads "

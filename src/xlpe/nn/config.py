@@ -30,7 +30,8 @@ class TransformerConfig:
     """
 
     src_vocab_size: int = option(1000, 'source vocabulary size (set from the subword model)')
-    tgt_vocab_size: int | None = option(None, "target vocabulary size, None = the source's (set from the subword models)")
+    tgt_vocab_size: int | None = option(None, "target vocabulary size, None = the source's (set from the subword "
+                                              "models)")
     d_model: int = option(512, 'model width')
     n_heads: int = option(8, 'attention heads')
     d_ff: int = option(2048, 'feed-forward inner width')
@@ -49,8 +50,10 @@ class TransformerConfig:
     bos_id: int = option(2, 'BOS id')
     eos_id: int = option(3, 'EOS id')
     max_len: int = option(1024, 'longest sequence (subwords incl. EOS) the model accepts')
-    pe: list[str] = option(help='source position encodings, e.g. --pe ape rpe (see xlpe.nn.positions)', factory=lambda: ["ape"])
-    pe_options: dict[str, Any] = option(help='options of the position-encoding plugins, KEY=VALUE (VALUE parsed as TOML)', factory=dict)
+    pe: list[str] = option(help='source position encodings, e.g. --pe ape rpe (see xlpe.nn.positions)',
+                           factory=lambda: ["ape"])
+    pe_options: dict[str, Any] = option(help='options of the position-encoding plugins, KEY=VALUE (VALUE parsed as '
+                                             'TOML)', factory=dict)
     rpe_k: int = option(16, 'Shaw relative-position clipping distance k')
     sinusoid_layout: str = option("interleave", 'sinusoid layout (interleave | concat)')
     sinusoid_freq: str = option("paper", 'sinusoid frequencies (paper | t2t)')

@@ -114,9 +114,10 @@ class TrainConfig:
     aux_weights: dict[str, float] = option(help="weight of an auxiliary loss the model returns, NAME=W, over the "
                                                 "default its encoding declares (0 switches one off)",
                                            factory=dict, metavar="NAME=W")
-    aux_loss_mode: str = option("paper", "how auxiliary losses enter the objective: 'paper' adds w·aux to the per-token "
-                                         "translation loss (Zheng et al.; SPEC §6.3 dpe_loss_mode='paper'); 'fairseq' is "
-                                         "the DPE code's (1-w)·loss_sum + w·aux, then divided by the token count",
+    aux_loss_mode: str = option("paper", "how auxiliary losses enter the objective: 'paper' adds w·aux to the "
+                                         "per-token translation loss (Zheng et al.; SPEC §6.3 dpe_loss_mode='paper'); "
+                                         "'fairseq' is the DPE code's (1-w)·loss_sum + w·aux, then divided by the "
+                                         "token count",
                                 choices=AUX_LOSS_MODES)
     # batching
     max_tokens: int = option(4096, "token budget of one batch, padding included (per process)")
@@ -202,8 +203,8 @@ class TrainConfig:
 
 #: the fields whose change on resumption would change what the remaining run computes
 RESUME_FIXED = ("seed", "lr", "betas", "adam_eps", "weight_decay", "adam", "schedule", "warmup", "warmup_init_lr",
-                 "label_smoothing", "clip_norm", "aux_weights", "aux_loss_mode", "max_tokens", "max_sentences", "update_freq",
-                 "bucket", "bucket_ties", "amp", "batch_multiple")
+                "label_smoothing", "clip_norm", "aux_weights", "aux_loss_mode", "max_tokens", "max_sentences",
+                "update_freq", "bucket", "bucket_ties", "amp", "batch_multiple")
 
 #: what a run did before an option existed: a checkpoint or run.json without the key ran with this value
 PRE_OPTION_VALUES = {"adam": "for-loop", "bucket_ties": False}
