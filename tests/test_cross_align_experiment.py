@@ -140,7 +140,8 @@ def test_recipe_reports_the_test_part_with_dev_choices(setup):
 def test_extraction_key_material_is_the_old_form():
     """Typed extractions give the sweep keys, the untrained baselines' links keys, the dev choices' order in
     results.json and the menus' order (the dev set's tie-break) the string / keyword form gave."""
-    from xlpe.experiments.recipes.cross_align_sweep import DevChoice, DevChoices, ModelChoices, menu, sweep_key, sweep_menu
+    from xlpe.experiments.recipes.cross_align_sweep import (DevChoice, DevChoices, ModelChoices, menu, sweep_key,
+                                                            sweep_menu)
     for ext, key in ((Extraction(threshold=0.1), 0.1), (Extraction(threshold=0.1, null_sink="none"), 0.1),
                      (Extraction(threshold=0.3, symmetrize="gdfa"), "0.3|grow-diag-final-and"),
                      (Extraction(threshold=0.4, word_vectors="mean", symmetrize="gdfa", layer=7),
