@@ -347,3 +347,36 @@ def test_ddp_ranks_die_with_a_killed_launcher(tmp_path, toy):
                             env=xlpe_env(), start_new_session=True)
     kids, _ = stop(proc, "SIGKILL", workers=2, start_within=180, ready=lambda: (out / "train_log.csv").exists())
     assert len(kids) >= 2 and not temp_files(out)
+
+
+# -- xlpe align (the eflomal binary as a child process) --------------------------------------------------------------
+# SIGTERM and SIGKILL: tests/test_bad_inputs.py (test_a_killed_align_leaves_no_child_and_no_temporary_file)
+
+def _bitext(folder: Path, n: int) -> tuple[Path, Path]:
+    rng = random.Random(0)
+    pairs = [[rng.randint(0, 200) for _ in range(rng.randint(3, 12))] for _ in range(n)]
+    src, tgt = folder / "s.txt", folder / "t.txt"
+    src.write_text("".join(" ".join(f"a{w}" for w in p) + "\n" for p in pairs))
+    tgt.write_text("".join(" ".join(f"b{w}" for w in reversed(p)) + "\n" for p in pairs))
+    return src, tgt
+
+
+def test_align_stops_eflomal_on_ctrl_c(tmp_path):
+    pytest.importorskip("eflomal")
+    src, tgt = _bitext(tmp_path, 300)
+    tmpd, out = tmp_path / "tmpd", tmp_path / "out.align"
+    tmpd.mkdir()
+    proc = start(["align", src, tgt, "-o", out, "--iterations", "100000", "--tmp-dir", tmpd, "--quiet"])
+    _, err = stop(proc, "SIGINT", workers=1)
+    one_line(err, "xlpe align: interrupted")
+    assert not out.exists() and not list(tmpd.iterdir()) and not temp_files(tmp_path)
+
+
+def test_align_ends_quietly_on_a_closed_pipe(tmp_path):
+    """``xlpe align S T | head -1``, in chunks: the alignments go to stdout while eflomal runs chunk after chunk."""
+    pytest.importorskip("eflomal")
+    src, tgt = _bitext(tmp_path, 400)
+    tmpd = tmp_path / "tmpd"
+    tmpd.mkdir()
+    closed_pipe(["align", src, tgt, "--chunk-size", "100", "--tmp-dir", tmpd, "--quiet"])
+    assert not list(tmpd.iterdir())

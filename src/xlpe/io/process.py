@@ -388,10 +388,13 @@ class FolderLock:
         self._fd = fd
 
     def release(self) -> None:
-        """Release the lock (the lock file stays: removing it would let two processes lock two different files)."""
+        """Release the lock (the lock file stays: removing it would let two processes lock two different files).
+        A lock that is no longer referenced is released too."""
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+    __del__ = release
 
 
 def _holder(fields: list[str]) -> str:
