@@ -124,7 +124,8 @@ def test_source_specs_fill_the_channels_their_kind_declares():
     from xlpe.sources import KINDS, channel_specs, open_source, split_spec
     assert {k: v.fills for k, v in KINDS.items()} == {
         "orders": ("xl",), "subword-orders": ("xl",), "dpe": ("dpe_target",), "ints": (),
-        "conllu": ("depth", "tree_word", "tree_head"), "preorderer": ("xl",)}
+        "conllu": ("depth", "tree_word", "tree_head"), "conllu-strict": ("depth", "tree_word", "tree_head"),
+        "preorderer": ("xl",)}
     # a spec's kind is named, or the channel's usual one; a colon that names no kind belongs to the path
     assert split_spec("xl", "orders:a.ord") == ("orders", "a.ord")
     assert split_spec("xl", "a.ord") == ("orders", "a.ord")

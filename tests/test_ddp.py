@@ -60,3 +60,42 @@ def test_ddp_two_cpu_processes(toy, tmp_path, amp):
     torch.manual_seed(3)
     init = build_model(tiny_model_config(src_vocab_size=ck["model_config"]["src_vocab_size"])).state_dict()
     assert any(not torch.equal(init[k], p0[k]) for k in p0)
+
+
+def _locked_out_worker(rank: int, world: int, port: int, paths: dict, out: str, notes: str) -> None:
+    sys.path.insert(0, HERE)
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1",
+                      MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    from _nmt_toy import quick_train_config, tiny_model_config
+    from xlpe.errors import ConfigError
+    from xlpe.train import DataConfig, train
+
+    data = DataConfig(train_src=paths["src"], train_tgt=paths["tgt"], subword_model=paths["spm"])
+    try:
+        train(tiny_model_config(), quick_train_config(out, max_updates=2), data)
+        message = "trained"
+    except ConfigError as e:
+        message = str(e)
+    Path(notes, f"rank{rank}").write_text(message)
+
+
+def test_ddp_into_a_folder_another_run_holds_stops_every_rank(toy, tmp_path):
+    """Only rank 0 takes the run folder's lock; when it cannot, every rank stops with its message (none waits
+    for rank 0 in a collective)."""
+    import torch.multiprocessing as mp
+    from xlpe.io.process import FolderLock
+    from xlpe.train.trainer import RUN_LOCK
+
+    out, notes = tmp_path / "ddp", tmp_path / "notes"
+    out.mkdir()
+    notes.mkdir()
+    lock = FolderLock(out, RUN_LOCK, "training run")
+    try:
+        paths = {k: str(v) for k, v in toy.items()}
+        mp.spawn(_locked_out_worker, args=(2, _free_port(), paths, str(out), str(notes)), nprocs=2, join=True)
+    finally:
+        lock.release()
+    for rank in (0, 1):
+        assert f"process {os.getpid()} on this host" in (notes / f"rank{rank}").read_text()
+    assert sorted(p.name for p in out.iterdir()) == [RUN_LOCK]             # nothing written

@@ -138,3 +138,24 @@ def test_both_loss_modes_train(toy, tmp_path, mode):
             train(tiny_model_config(pe=["dpe"]),
                   quick_train_config(tmp_path / "r2", max_updates=1, aux_loss_mode=mode,
                                      aux_weights={"loss_dpe": 1.5}), data)
+
+
+def test_a_dpe_target_beyond_the_sentence_is_an_error_naming_file_line_and_bound(toy, tmp_path):
+    """Issue 57 class 6: a DPE target of 900 for a sentence of a few subwords was trained on. A target ranks the
+    sentence's subwords (SPEC §6.2: ``p(i) < src_len``): one outside is an error naming the file, the line and
+    the bound."""
+    from xlpe.data.corpus import ParallelData
+    from xlpe.data.subword import SubwordModel
+    from xlpe.errors import FormatError
+    from xlpe.sources import open_sources
+    sw = SubwordModel.load(toy["spm"])
+    lines = open(toy["src"]).read().splitlines()
+    n = len(sw.encode(lines[1].split()).ids)
+    dpe = tmp_path / "train.dpe"
+    dpe.write_text("0-0\n" + f"0-{n - 1} 1-900\n" + "0-0\n" * (len(lines) - 2))
+    with pytest.raises(FormatError, match=rf"train\.dpe:2: channel 'dpe_target' gives token 1 the value 900, "
+                                          rf"outside 0\.\.{n - 1}: its values rank the {n} subwords"):
+        ParallelData.from_files(toy["src"], toy["tgt"], sw, channels=open_sources({"dpe_target": f"dpe:{dpe}"}))
+    dpe.write_text("0-0\n" + f"0-{n - 1} 1-0\n" + "0-0\n" * (len(lines) - 2))     # the last rank is n - 1
+    assert len(ParallelData.from_files(toy["src"], toy["tgt"], sw,
+                                       channels=open_sources({"dpe_target": f"dpe:{dpe}"}))) == len(lines)

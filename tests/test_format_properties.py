@@ -352,3 +352,108 @@ def test_edited_files_read_as_the_reference_says_or_are_refused(fmt, data, tmp_p
 @given(blob=st.binary(max_size=120))
 def test_random_bytes_read_as_the_reference_says_or_are_refused(fmt, blob, tmp_path):
     agree(fmt, blob, tmp_path)
+
+
+# -- channel contents: trees against their source lines, DPE targets against their sentence ---------------------------
+#
+# * a tree fits its source line when it has as many words; several roots only as the trees of consecutive
+#   sentences (each root's subtree a span of words, the spans one after another); words that differ from the line's
+#   tokens are counted (an error under ``strict``, as are several roots);
+# * a DPE target ranks the sentence's subwords: every ``i-p`` has ``i`` and ``p`` in ``0..n-1``.
+
+@st.composite
+def forests(draw):
+    """Heads (1-based, 0 = root) of a random forest: word ``order[k]`` hangs from the root or an earlier word."""
+    n = draw(st.integers(1, 6))
+    order = draw(st.permutations(range(n)))
+    heads = [0] * n
+    for k, w in enumerate(order):
+        heads[w] = draw(st.sampled_from([0] + [order[j] + 1 for j in range(k)]))
+    return heads
+
+
+def ref_tree_fits(words: list[str], heads: list[int], line: list[str], strict: bool) -> tuple[bool, bool]:
+    """``(fits, words differ)`` of a tree against its source line."""
+    if len(words) != len(line):
+        return False, False
+    def root(k):
+        while heads[k]:
+            k = heads[k] - 1
+        return k
+    roots = [root(k) for k in range(len(heads))]
+    runs = [r for k, r in enumerate(roots) if k == 0 or roots[k - 1] != r]
+    if len(set(roots)) > 1 and (strict or len(runs) != len(set(runs))):
+        return False, False
+    differ = words != line
+    return not (differ and strict), differ
+
+
+def ref_depths(heads: list[int]) -> list[int]:
+    out = []
+    for k in range(len(heads)):
+        d, v = 0, k
+        while heads[v]:
+            d, v = d + 1, heads[v] - 1
+        out.append(d)
+    return out
+
+
+@SETTINGS
+@given(data=st.data(), strict=st.booleans())
+def test_trees_fit_their_source_lines_as_the_reference_says(data, strict, tmp_path):
+    from xlpe.errors import FormatError
+    from xlpe.syntax.source import TreesSource
+    vocab = st.sampled_from(["a", "b", "é"])
+    trees = data.draw(st.lists(forests(), min_size=1, max_size=4))
+    blocks, lines, starts, at = [], [], [], 1
+    for heads in trees:
+        words = [data.draw(vocab) for _ in heads]
+        comment = data.draw(st.booleans())
+        rows = ["# sent_id = s"] if comment else []
+        rows += ["\t".join([str(k + 1), w, "_", "X", "_", "_", str(h), "root" if h == 0 else "dep", "_", "_"])
+                 for k, (w, h) in enumerate(zip(words, heads))]
+        blocks.append("\n".join(rows))
+        starts.append(at)
+        at += len(rows) + 1
+        line = data.draw(st.sampled_from([list(words), [data.draw(vocab) for _ in words],
+                                          list(words) + ["a"], list(words)[1:]]))
+        lines.append((words, heads, line))
+    path = tmp_path / "t.conllu"
+    path.write_text("\n\n".join(blocks) + "\n\n", encoding="utf-8")
+    checks = [ref_tree_fits(w, h, ln, strict) for w, h, ln in lines]
+    bad = next((k for k, (fits, _) in enumerate(checks) if not fits), None)
+    source = TreesSource(path, strict=strict)
+    sentences = [ln for _, _, ln in lines]
+    if bad is not None:
+        with pytest.raises(FormatError) as e:
+            source.take(sentences)
+        assert (e.value.path, e.value.line) == (str(path), starts[bad]), e.value
+        return
+    got = source.take(sentences)
+    source.finish(len(sentences))
+    assert source.n_differing == sum(differ for _, differ in checks)
+    for (words, heads, _), values in zip(lines, got):
+        assert values == {"depth": ref_depths(heads), "tree_word": list(range(len(heads))),
+                          "tree_head": [h - 1 for h in heads]}
+
+
+@SETTINGS
+@given(lines=st.lists(st.tuples(st.integers(1, 6), st.lists(st.tuples(st.integers(0, 7), st.integers(0, 9)),
+                                                            max_size=5, unique_by=lambda l: l[0])),
+                      min_size=1, max_size=4))
+def test_dpe_targets_rank_the_sentence_s_subwords(lines, tmp_path):
+    from xlpe.data.channels import expand_channel, file_source
+    from xlpe.errors import ConfigError
+    path = tmp_path / "t.dpe"
+    path.write_text("".join(" ".join(f"{i}-{p}" for i, p in links) + "\n" for _, links in lines))
+    values = file_source("dpe", path).take([["x"]] * len(lines))
+    for (n, links), v in zip(lines, values):
+        fits = all(i < n and p < n for i, p in links)
+        if not fits:
+            with pytest.raises(ConfigError, match=rf"{n} subwords"):
+                expand_channel("dpe_target", v, None, n)
+            continue
+        expected = [-1] * n + [-1]
+        for i, p in links:
+            expected[i] = p
+        assert expand_channel("dpe_target", v, None, n).tolist() == expected

@@ -46,3 +46,37 @@ def test_bad_inputs_are_clear_errors(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "xx_no_such_model" in err and "never downloads" in err
     assert main(["parse", str(src), "-o", str(src)]) == 1 and "replace the input" in capsys.readouterr().err
+
+
+def test_worker_processes_give_the_same_trees_and_stop_on_an_error(tmp_path, capsys):
+    """``--processes 2`` parses batches in worker processes (xlpe.io.process.WorkerPool) to the same trees, in
+    order; an error in the input stops them and leaves no output."""
+    import multiprocessing
+    src, one, two = tmp_path / "in.txt", tmp_path / "one.conllu", tmp_path / "two.conllu"
+    src.write_text("\n".join(LINES * 7) + "\n")
+    assert main(["parse", str(src), "-o", str(one), "--batch-size", "2"]) == 0
+    assert main(["parse", str(src), "-o", str(two), "--batch-size", "2", "--processes", "2"]) == 0
+    assert two.read_text() == one.read_text()
+    src.write_text("\n".join(LINES * 7) + "\n\n")
+    capsys.readouterr()
+    assert main(["parse", str(src), "-o", str(tmp_path / "x.conllu"), "--batch-size", "2", "--processes", "2"]) == 1
+    assert "in.txt:22: empty line" in capsys.readouterr().err and not (tmp_path / "x.conllu").exists()
+    assert not multiprocessing.active_children()
+
+
+def test_lines_the_parser_splits_into_sentences_are_trees_side_by_side(tmp_path):
+    """A line that spaCy reads as several sentences gives a tree with several roots (SPEC §3.2: each at depth 0);
+    the trees channel takes them, since they are sentences side by side; ``conllu-strict`` refuses them."""
+    from xlpe.errors import FormatError
+    from xlpe.syntax.source import TreesSource
+    src, out = tmp_path / "in.txt", tmp_path / "out.conllu"
+    lines = ["I came . I saw . I won .", "Stop . Go now ."]
+    src.write_text("\n".join(lines) + "\n")
+    assert main(["parse", str(src), "-o", str(out)]) == 0
+    assert any(t.heads.count(0) > 1 for t in read_conllu(out))
+    trees = TreesSource(out)
+    trees.take([line.split() for line in lines])
+    trees.finish(2)
+    assert trees.n_forests >= 1 and trees.n_differing == 0
+    with pytest.raises(FormatError, match="out.conllu:[0-9]+: tree [12] .* roots"):
+        TreesSource(out, strict=True).take([line.split() for line in lines])

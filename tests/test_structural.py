@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from xlpe.errors import ConfigError
+from xlpe.io.conllu import DepTree
 from xlpe.nn.positions import sinusoid
 from xlpe.nn.transformer import build_model
 
@@ -119,3 +120,57 @@ def test_struct_rel_index_is_the_clipped_tree_relative_position(tree_data):
         ref = relative_positions(t.heads, wo, k=3) + 3
         L = len(wo) + 1
         assert idx[k, :L, :L].tolist() == ref.tolist()
+
+
+def test_tree_contents_are_checked_against_the_source_lines(tree_data, tmp_path, caplog):
+    """Issue 57 class 6: trees whose words differ from the source's were taken as long as the lengths agreed, and
+    trees with several roots passed silently. Differing words are counted in one warning (tokenisers legitimately
+    escape or normalise), an error with ``conllu-strict``; roots whose subtrees interleave are an error naming the
+    tree's file and line; several roots side by side (sentences a parser split) are reported."""
+    import copy
+    import logging
+    from xlpe.data.corpus import ParallelData
+    from xlpe.data.subword import SubwordModel
+    from xlpe.errors import FormatError
+    from xlpe.io.conllu import format_conllu, read_conllu
+    from xlpe.sources import open_sources
+    sw = SubwordModel.load(tree_data / "spm.model")
+    trees = list(read_conllu(tree_data / "test.conllu"))
+    line = 1 + sum(len(format_conllu(t).splitlines()) + 1 for t in trees[:2])     # where the third tree starts
+
+    def case(name, edit):
+        """A trees file with ``edit`` applied, and the source text of its trees' words."""
+        t = copy.deepcopy(trees)
+        edit(t)
+        (tmp_path / name).write_text("".join(format_conllu(x) + "\n\n" for x in t))
+        (tmp_path / (name + ".src")).write_text("".join(" ".join(x.words) + "\n" for x in t))
+        return tmp_path / name
+
+    def encode(path, kind="conllu", src=None):
+        return ParallelData.from_files(src or f"{path}.src", None, sw, channels=open_sources([f"{kind}:{path}"]))
+
+    def rename(t):
+        t[2].words = ["X" + w for w in t[2].words]
+        t[4].words[0] = "Y"
+    renamed = case("renamed.conllu", rename)
+    with caplog.at_level(logging.WARNING):
+        assert len(encode(renamed, src=tree_data / "test.src")) == len(trees)
+    assert f"renamed.conllu: 2 of {len(trees)} trees have words that differ" in caplog.text
+    assert f"tree 3, line {line}" in caplog.text and "conllu-strict:" in caplog.text
+    with pytest.raises(FormatError, match=rf"renamed\.conllu:{line}: .*tree 3 has word 1 'X"):
+        encode(renamed, "conllu-strict", src=tree_data / "test.src")
+
+    def interleave(t):                                  # word 1 under word 3, words 2 and 3 both roots
+        t[2] = DepTree(["a", "b", "c"], [3, 0, 0])
+    with pytest.raises(FormatError, match=rf"roots\.conllu:{line}: .*tree 3 .* 2 roots, whose subtrees interleave"):
+        encode(case("roots.conllu", interleave))
+
+    def split(t):                                       # the trees of two sentences side by side
+        t[2] = DepTree(["a", "b", "c", "d"], [2, 0, 4, 0])
+    two = case("two.conllu", split)
+    with caplog.at_level(logging.INFO):
+        assert len(encode(two)) == len(trees)
+    assert "two.conllu: 1 of" in caplog.text and "several roots" in caplog.text
+    with pytest.raises(FormatError, match=rf"two\.conllu:{line}: .*tree 3 .* 2 roots: words 2, 4 \(expected one "
+                                          r"root\)"):
+        encode(two, "conllu-strict")

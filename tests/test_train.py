@@ -497,6 +497,56 @@ def test_train_cli_end_to_end(toy, tmp_path):
     assert steps == [1, 2, 3, 4]
 
 
+def test_a_second_run_into_a_running_run_s_folder_stops_at_once(toy, tmp_path, capsys):
+    """Issue 57 class 4: two ``xlpe train`` into one --out both exited 0 and interleaved their checkpoints and
+    train_log.csv rows. The second now stops before writing anything, naming the process that holds the folder,
+    and the first trains on undisturbed; once it ends, the folder is free again."""
+    import os
+    import signal
+    import subprocess
+    import time
+    from pathlib import Path
+
+    import xlpe
+    from xlpe.cli import main
+    out = tmp_path / "run"
+    argv = ["train", "--train-src", str(toy["src"]), "--train-tgt", str(toy["tgt"]), "--subword-model",
+            str(toy["spm"]), "--preset", "tiny", "--d-model", "16", "--d-ff", "32", "--enc-layers", "1",
+            "--dec-layers", "1", "--max-tokens", "160", "--out", str(out), "--no-progress", "--threads", "1",
+            "--log-every", "1", "--save-every", "2"]
+    env = {**os.environ, "PYTHONPATH": str(Path(xlpe.__file__).resolve().parents[1])}
+    first = subprocess.Popen([sys.executable, "-m", "xlpe.cli", *argv, "--max-updates", "1000000"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        end = time.monotonic() + 120
+        while time.monotonic() < end and first.poll() is None and not (out / "checkpoint_2.pt").exists():
+            time.sleep(0.1)
+        assert first.poll() is None, first.communicate()
+        assert main(argv + ["--max-updates", "3"]) == 1
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and str(out) in err and f"process {first.pid}" in err, err
+        first.send_signal(signal.SIGTERM)
+        _, first_err = first.communicate(timeout=60)
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+    assert first.returncode == 143 and "Traceback" not in first_err
+    steps = [int(r["step"]) for r in csv.DictReader(open(out / "train_log.csv"))]
+    assert steps == list(range(1, len(steps) + 1))                        # one run's rows, in order
+    assert main(argv + ["--max-updates", str(steps[-1] + 1)]) == 0          # the folder is free: resume=auto goes on
+
+
+def test_folder_lock_names_its_holder_and_frees_the_folder_when_released(tmp_path):
+    from xlpe.io.process import FolderLock
+    lock = FolderLock(tmp_path, ".run.lock", "training run")
+    with pytest.raises(ConfigError, match=rf"{tmp_path} is in use: another training run writes there \(process "
+                                          rf"{__import__('os').getpid()} on this host\)"):
+        FolderLock(tmp_path, ".run.lock", "training run")
+    lock.release()
+    FolderLock(tmp_path, ".run.lock", "training run").release()
+
+
 def test_resuming_removes_the_temp_file_of_a_killed_checkpoint_write(toy, tmp_path):
     """Issue 21 case 18: a kill -9 during a checkpoint write leaves '.checkpoint_N.pt.*.tmp'; the resume removes it."""
     from xlpe.train import DataConfig, train

@@ -32,6 +32,7 @@ import torch
 
 from xlpe.errors import ConfigError, XlpeError
 from xlpe.io.atomic import atomic_write
+from xlpe.io.process import die_with_parent
 
 log = logging.getLogger("xlpe.runtime")
 
@@ -90,10 +91,12 @@ class Distributed:
 
 
 def init_distributed(device: str = "auto") -> Distributed:
-    """Join the ``torchrun`` process group (``WORLD_SIZE > 1``; gloo on CPU, nccl on GPU), or a 1-process job."""
+    """Join the ``torchrun`` process group (``WORLD_SIZE > 1``; gloo on CPU, nccl on GPU), or a 1-process job. A
+    rank ends (SIGTERM) when its launcher dies, even by SIGKILL, rather than train on alone."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
         return Distributed()
+    die_with_parent(parent=os.getppid())
     import torch.distributed as dist
     local = int(os.environ.get("LOCAL_RANK", "0"))
     here = False

@@ -2,9 +2,10 @@
 
 A **source spec** is ``[NAME=][KIND:]PATH``. Its kind says what the path holds and which channels it fills,
 as data in one table, :data:`KINDS`: ``orders``, ``subword-orders`` and ``preorderer`` fill ``xl``, ``dpe``
-fills ``dpe_target``, ``conllu`` fills ``depth``, ``tree_word`` and ``tree_head``, and ``ints`` the one channel
-its spec names. ``NAME=`` makes a spec fill that one channel: any channel for a kind that fills one, one of its
-channels for a kind that fills several (``depth=conllu:t.conllu``). A named spec without a kind is of the
+fills ``dpe_target``, ``conllu`` fills ``depth``, ``tree_word`` and ``tree_head`` (``conllu-strict`` too, from
+trees that must have exactly the source line's tokens and one root each), and ``ints`` the one channel its spec
+names. ``NAME=`` makes a spec fill that one channel: any channel for a kind that fills one, one of its channels for
+a kind that fills several (``depth=conllu:t.conllu``). A named spec without a kind is of the
 channel's usual kind (``xl`` -> ``orders``, ``dpe_target`` -> ``dpe``, ``tree_word`` / ``tree_head`` ->
 ``conllu``, anything else ``ints``).
 
@@ -40,6 +41,10 @@ def _open_trees(path: str, names: tuple, processes: int) -> dict:
     return TreesSource(path, names).split()
 
 
+def _open_strict_trees(path: str, names: tuple, processes: int) -> dict:
+    return TreesSource(path, names, strict=True).split()
+
+
 def _open_preorderer(path: str, names: tuple, processes: int) -> dict:
     return {name: PreordererSource(path, processes) for name in names}
 
@@ -71,6 +76,8 @@ KINDS: dict[str, SourceKind] = {k.name: k for k in (
     SourceKind("ints", (), FILE_KINDS["ints"][1], _file_opener("ints")),
     SourceKind("conllu", TREE_CHANNELS, "dependency trees in CoNLL-U, one per source line", _open_trees,
                usual_for=("tree_word", "tree_head")),
+    SourceKind("conllu-strict", TREE_CHANNELS, "dependency trees in CoNLL-U, one per source line, with exactly the "
+                                               "line's tokens and one root each", _open_strict_trees),
     SourceKind("preorderer", ("xl",), "a BTG preorderer directory (`xlpe preorder train`), predicting pos_XL on "
                                       "the fly", _open_preorderer),
 )}

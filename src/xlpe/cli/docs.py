@@ -94,6 +94,7 @@ and any other installed spaCy pipeline works with `--model`.""",
     "xlpe preorder": "The BTG preorderer in lader-compatible formats; `apply` runs several processes "
                      "([reorder.md](reorder.md)).",
     "xlpe train": """\
+A run locks its `--out` folder: a second run into it stops at once, naming the process that holds it.
 DDP: `torchrun --nproc_per_node N -m xlpe.cli train ...`. `--pe` combines encodings: `ape`, `rpe`, `xl`, `inxl`,
 `headxl`, `combination`, `struct_abs`, `struct_rel`, `dpe`, `learned`, `none`.
 

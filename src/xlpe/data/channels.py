@@ -48,6 +48,8 @@ class Channel:
             position, as APE), ``max_plus_one`` (SPEC §3.2), an integer, or None (it must be given).
         training_only: a supervision target, never needed at inference (e.g. ``dpe_target``).
         hint: how a user produces the values (shown when a channel is missing).
+        ranks: the values rank the sentence's tokens: each (the pad value aside) is in ``0..n-1`` for ``n``
+            tokens, or the sentence is refused (e.g. DPE targets, SPEC §6.2: ``p(i) < src_len``).
     """
 
     name: str
@@ -58,6 +60,7 @@ class Channel:
     eos: str | int | None = None
     training_only: bool = False
     hint: str = "--channel NAME=FILE (one line of integers per sentence)"
+    ranks: bool = False
 
     def eos_value(self, values: np.ndarray, n_tokens: int) -> int:
         """The value of the EOS token appended after ``n_tokens`` subwords with (subword) ``values``."""
@@ -89,7 +92,7 @@ CHANNELS: dict[str, Channel] = {c.name: c for c in (
     Channel("tree_head", "the word of the token's word's dependency head; -1 for roots and EOS (SPEC §3.3)",
             pad=-1, eos=-1, hint="--trees FILE.conllu (dependency trees, one per source line)"),
     Channel("dpe_target", "target-order rank of each source subword, -1 where none (SPEC §6.2)", pad=-1,
-            expand="subword", eos=-1, training_only=True,
+            expand="subword", eos=-1, training_only=True, ranks=True,
             hint="--channel dpe_target=dpe:FILE (DPE targets from `xlpe orders --dpe`)"),
 )}
 
@@ -136,6 +139,8 @@ def expand_channel(name: str, values: Sequence | np.ndarray | Mapping, word_of: 
             dense[int(i)] = int(x)
         values = dense
     v = np.asarray(values, dtype=np.int64)
+    if ch.ranks:
+        _check_ranks(ch, v[:units], units, unit_name)
     if ch.pair:
         n = int(round(np.sqrt(v.size))) if v.ndim == 1 else v.shape[0]
         v = v.reshape(n, n)
@@ -172,6 +177,15 @@ def expand_channel(name: str, values: Sequence | np.ndarray | Mapping, word_of: 
     else:
         out = v[wo]
     return np.append(out, eos if eos is not None else ch.eos_value(out, n_pieces))
+
+
+def _check_ranks(ch: Channel, v: np.ndarray, n: int, unit_name: str) -> None:
+    """A :class:`ConfigError` naming the first value of ``v`` outside ``0..n-1`` (the pad value aside)."""
+    bad = np.flatnonzero((v != ch.pad) & ((v < 0) | (v >= n)))
+    if len(bad):
+        i = int(bad[0])
+        raise ConfigError(f"channel {ch.name!r} gives token {i} the value {int(v[i])}, outside 0..{n - 1}: its "
+                          f"values rank the {n} {unit_name}")
 
 
 # ------------------------------------------------------------------------------------------------ sources

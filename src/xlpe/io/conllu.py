@@ -21,7 +21,8 @@ from xlpe.io.text import read_lines
 
 @dataclass
 class DepTree:
-    """One sentence: ``heads[k]`` is the 1-based head of word ``k`` (0 = root), as in CoNLL-U."""
+    """One sentence: ``heads[k]`` is the 1-based head of word ``k`` (0 = root), as in CoNLL-U; ``line``: the
+    1-based line of the file where its block starts (read trees)."""
 
     words: list[str]
     heads: list[int]
@@ -30,6 +31,7 @@ class DepTree:
     mwt: list[tuple[int, int, str]] = field(default_factory=list)   # (first id, last id, form)
     sent_id: str | None = None
     text: str | None = None
+    line: int | None = field(default=None, compare=False, repr=False)   # where the block starts in its file
 
     def __post_init__(self):
         n = len(self.words)
@@ -127,7 +129,7 @@ def read_conllu(path: str | os.PathLike) -> Iterator[DepTree]:
                 upos.append(tok["upos"] or "_")
             validate_heads(heads, path=path, lineno=start)
             meta = sent.metadata or {}
-            yield DepTree(words, heads, rels, upos, mwt, meta.get("sent_id"), meta.get("text"))
+            yield DepTree(words, heads, rels, upos, mwt, meta.get("sent_id"), meta.get("text"), start)
 
 
 def format_conllu(tree: DepTree) -> str:

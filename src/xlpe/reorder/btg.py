@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-import multiprocessing as mp
 import os
 import time
 from pathlib import Path
@@ -19,6 +18,7 @@ import numpy as np
 
 from xlpe.errors import ConfigError, FormatError
 from xlpe.io.orders import apply_order, format_order
+from xlpe.io.process import WorkerPool
 from xlpe.reorder.btg_config import (DEFAULT_TEMPLATES, FACTOR_TEMPLATES, FORMAT_VERSION, ORACLE_LOSS_WEIGHT,
                                      BTGConfig, parse_loss_profile)
 from xlpe.reorder.btg_features import Extractor, Features
@@ -43,8 +43,8 @@ def _worker_init(config: dict, w: np.ndarray) -> None:
     _WORKER = m
 
 
-def _worker_predict(sentence: Sequence[str]) -> list[int]:
-    return _WORKER.predict(sentence)
+def _worker_predict(sentences: list) -> list[list[int]]:
+    return [_WORKER.predict(s) for s in sentences]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -218,14 +218,13 @@ class BTGPreorderer:
                 if bar is not None:
                     bar.update(1)
         else:
-            methods = mp.get_all_start_methods()
-            ctx = mp.get_context("fork" if "fork" in methods else "spawn")
-            with ctx.Pool(processes, initializer=_worker_init,
-                          initargs=(self.config.to_dict(), self._prediction_weights())) as pool:
-                for o in pool.imap(_worker_predict, sentences, chunksize=chunksize):
-                    out.append(o)
+            chunks = (sentences[k:k + chunksize] for k in range(0, len(sentences), chunksize))
+            with WorkerPool(_worker_predict, processes, initializer=_worker_init,
+                            initargs=(self.config.to_dict(), self._prediction_weights())) as pool:
+                for orders in pool.map(chunks):
+                    out.extend(orders)
                     if bar is not None:
-                        bar.update(1)
+                        bar.update(len(orders))
         if bar is not None:
             bar.close()
         return out

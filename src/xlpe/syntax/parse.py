@@ -10,12 +10,15 @@ punctuation included).
 
 from __future__ import annotations
 
+import contextlib
 import os
+from itertools import islice
 from typing import Iterable, Iterator, Sequence
 
 from xlpe.errors import ConfigError, FormatError
 from xlpe.io.atomic import atomic_write, check_outputs
 from xlpe.io.conllu import DepTree, format_conllu, read_conllu
+from xlpe.io.process import WorkerPool
 from xlpe.io.text import read_lines, tokenize
 
 #: the English pipeline that installs offline here (a PyPI re-upload of spaCy's en_core_web_sm 3.8.0, MIT)
@@ -60,16 +63,41 @@ class _GivenTokens:
         return Doc(self.vocab, words=words, spaces=[True] * len(words))
 
 
+_NLP = None          # the pipeline of a worker process (see parse_sentences)
+
+
+def _set_parser(nlp) -> None:
+    global _NLP
+    _NLP = nlp
+
+
+def _parse_batch(texts: list[str]) -> list[DepTree]:
+    return [_tree(doc) for doc in _NLP.pipe(texts, batch_size=len(texts))]
+
+
+def _batches(texts: Iterable[str], size: int) -> Iterator[list[str]]:
+    it = iter(texts)
+    while batch := list(islice(it, size)):
+        yield batch
+
+
 def parse_sentences(nlp, sentences: Iterable[Sequence[str]], *, batch_size: int = 256,
                     processes: int = 1) -> Iterator[DepTree]:
     """Trees of word lists, in order; the tokens are exactly the given words (the pipeline's tokenizer is
-    replaced by one that splits the joined words back, so worker processes receive plain strings)."""
+    replaced by one that splits the joined words back, so worker processes receive plain strings). With
+    ``processes > 1``, batches of ``batch_size`` sentences are parsed by that many worker processes
+    (:class:`xlpe.io.process.WorkerPool`: stopped with the caller, never left behind), to the same trees."""
     if processes < 1 or batch_size < 1:
         raise ConfigError("processes and batch_size must be >= 1")
     nlp.tokenizer = _GivenTokens(nlp.vocab)
     texts = (" ".join(w) for w in sentences)
-    for doc in nlp.pipe(texts, batch_size=batch_size, n_process=processes):
-        yield _tree(doc)
+    if processes == 1:
+        for doc in nlp.pipe(texts, batch_size=batch_size):
+            yield _tree(doc)
+        return
+    with WorkerPool(_parse_batch, processes, initializer=_set_parser, initargs=(nlp,)) as pool:
+        for trees in pool.map(_batches(texts, batch_size)):
+            yield from trees
 
 
 def parse_file(input: str | os.PathLike, output: str | os.PathLike, *, model: str | os.PathLike = DEFAULT_MODEL,
@@ -92,16 +120,17 @@ def parse_file(input: str | os.PathLike, output: str | os.PathLike, *, model: st
         from tqdm.auto import tqdm
         bar = tqdm(unit="sent", desc="parse")
     n = 0
-    with atomic_write(output) as f:                # one pipe over the stream: worker processes start once
-        for tree in parse_sentences(nlp, words(), batch_size=batch_size, processes=processes):
+    trees = parse_sentences(nlp, words(), batch_size=batch_size, processes=processes)
+    with atomic_write(output) as f, contextlib.closing(trees):    # worker processes start once, stop on any error
+        for tree in trees:
             f.write(format_conllu(tree) + "\n\n")
             n += 1
             if bar is not None:
                 bar.update(1)
+        if n == 0:                                 # no empty output left behind
+            raise FormatError("input is empty", name, expected="at least one sentence")
     if bar is not None:
         bar.close()
-    if n == 0:
-        raise FormatError("input is empty", name, expected="at least one sentence")
     return n
 
 

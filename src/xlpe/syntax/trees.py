@@ -3,7 +3,8 @@
 Heads are word-level and 1-based as in CoNLL-U (0 = root). Two forms of every computation:
 
 * numpy, per sentence, the reference: :func:`depths` (edges from the root; several roots each at depth 0),
-  :func:`relative_positions` (the full ``(n+1)×(n+1)`` matrix over subword tokens and EOS);
+  :func:`relative_positions` (the full ``(n+1)×(n+1)`` matrix over subword tokens and EOS), and
+  :func:`side_by_side` (whether several roots are the trees of consecutive sentences);
 * torch, for a padded batch on the device: :func:`tree_relative` from three integers per token (depth, word,
   head word) — what the ``depth``, ``tree_word`` and ``tree_head`` channels carry (:func:`word_channels`), so
   a batch never holds a T×T matrix per sentence.
@@ -43,6 +44,27 @@ def depths(heads: Sequence[int]) -> np.ndarray:
         depth = depth + np.where(has, depth[idx], 0)
         up = np.where(has, up[idx], -1)
     return depth
+
+
+def roots_of(heads: Sequence[int]) -> np.ndarray:
+    """The root (0-based word id) of the tree of every word (``heads`` 1-based, 0 = root; a forest), by pointer
+    jumping as :func:`depths`."""
+    up = np.asarray(heads, dtype=np.int64) - 1
+    up = np.where(up >= 0, up, np.arange(len(up)))                # a root points at itself
+    for _ in range(max(1, int(np.ceil(np.log2(len(up) + 1)))) + 1):
+        nxt = up[up]
+        if np.array_equal(nxt, up):
+            break
+        up = nxt
+    return up
+
+
+def side_by_side(heads: Sequence[int]) -> bool:
+    """Whether the trees of a forest cover consecutive spans of words, one after the other: the trees of the
+    sentences that a parser found in one line (SPEC §3.2: each root at depth 0), as opposed to roots whose
+    subtrees interleave."""
+    r = roots_of(heads)
+    return int(np.count_nonzero(np.diff(r))) + 1 == len(np.unique(r)) if len(r) else True
 
 
 def word_channels(heads: Sequence[int]) -> dict[str, list[int]]:

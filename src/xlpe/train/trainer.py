@@ -20,7 +20,8 @@ a progress bar and a metrics log, validation (loss, optional greedy BLEU) with e
   ``WORLD_SIZE``-th batch. Rank 0 validates, logs and writes checkpoints.
 
 Outputs in ``out``: ``checkpoint_<step>.pt`` (the last ``keep_last``), ``checkpoint_best.pt``,
-``train_log.csv`` / ``valid_log.csv`` (or ``.jsonl``), ``run.json`` (command, configs, library versions).
+``train_log.csv`` / ``valid_log.csv`` (or ``.jsonl``), ``run.json`` (command, configs, library versions), and
+``.run.lock``, locked while a run writes there: a second run into the same folder stops at once, naming the first.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from torch.nn.parallel import DistributedDataParallel
 from xlpe.data.batching import TokenBatchSampler, collate
 from xlpe.data.subword import PAD_ID
 from xlpe.errors import ConfigError
+from xlpe.io.process import FolderLock
 from xlpe.nn.checkpoint import checkpoint_path, load_checkpoint, prune_checkpoints, save_checkpoint, subword_entry
 from xlpe.nn.transformer import build_model, count_parameters
 from xlpe.runtime import (AMP_FP32_FIX, Distributed, MetricsLog, adam_kwargs, autocast_context, get_rng_state,
@@ -58,6 +60,9 @@ from xlpe.train.schedule import build_scheduler
 from xlpe.train.validation import validate as validate_on_dev
 
 log = logging.getLogger(__name__)
+
+#: the lock file in a run's folder, held while the run writes there (a second run into it stops at once)
+RUN_LOCK = ".run.lock"
 
 
 @dataclass
@@ -89,10 +94,10 @@ def train(model_cfg, train_cfg: TrainConfig, data: DataConfig) -> TrainResult:
     """
     cfg = train_cfg
     dist_ = init_distributed(cfg.device)
-    out, created = None, False
+    out, created, lock = None, False, None
     try:
         device, pure, autocast = _set_up_process(cfg, dist_)
-        out, created = _output_dir(cfg, dist_)
+        out, created, lock = _output_dir(cfg, dist_)
         ck, resume_from = _resume_checkpoint(cfg, out, dist_)
         inputs = read_inputs(model_cfg, cfg, data, ck, resume_from, out, dist_)
         run = _Run(cfg, data, inputs, device, pure, autocast, out, dist_, ck, resume_from)
@@ -135,6 +140,8 @@ def train(model_cfg, train_cfg: TrainConfig, data: DataConfig) -> TrainResult:
             shutil.rmtree(out, ignore_errors=True)       # a run that failed before its first checkpoint leaves nothing
         raise
     finally:
+        if lock is not None:
+            lock.release()
         dist_.close()
 
 
@@ -160,15 +167,24 @@ def _set_up_process(cfg: TrainConfig, d: Distributed) -> tuple[torch.device, boo
     return device, pure, autocast_context("none" if pure else cfg.amp, device)
 
 
-def _output_dir(cfg: TrainConfig, d: Distributed) -> tuple[Path, bool]:
-    """The output directory (made by rank 0) and whether this run creates it."""
+def _output_dir(cfg: TrainConfig, d: Distributed) -> tuple[Path, bool, FolderLock | None]:
+    """The output directory (made by rank 0), whether this run creates it, and its lock (rank 0's; a folder that
+    another run writes is a :class:`ConfigError` on every rank, before anything is written)."""
     out = Path(cfg.out)
     if out.exists() and not out.is_dir():
         raise ConfigError(f"output directory {out} is a file")
     created = not out.exists()
+    lock, refused = None, None
     if d.is_main:
         out.mkdir(parents=True, exist_ok=True)
-    return out, created
+        try:
+            lock = FolderLock(out, RUN_LOCK, "training run")
+        except ConfigError as e:
+            refused = str(e)
+    refused = d.broadcast(refused)
+    if refused:
+        raise ConfigError(refused)
+    return out, created, lock
 
 
 def _resume_checkpoint(cfg: TrainConfig, out: Path, d: Distributed) -> tuple[dict | None, Path | None]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import shutil
 import time
 from pathlib import Path
@@ -27,7 +28,7 @@ from typing import Any, Callable
 
 from xlpe.keys import Inputs, digest
 from xlpe.io.atomic import atomic_write
-from xlpe.io.process import die_with_parent
+from xlpe.io.process import Terminated, become_worker
 from xlpe.io.text import file_sha256
 
 log = logging.getLogger("xlpe.experiments")
@@ -180,11 +181,20 @@ def cached_file(path: Path, inputs: Inputs, make: Callable[[], Any], *, read: Ca
 
 def _worker_init(level: int) -> None:
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
-    # a recipe killed even by SIGKILL must not leave its workers training into the output folder, where the next
-    # invocation's runs would meet them
+    # a recipe stopped (SIGTERM, Ctrl-C), or killed even by SIGKILL, must not leave its workers training into the
+    # output folder, where the next invocation's runs would meet them; a stopped worker cleans up its temporary files
     import multiprocessing
     parent = multiprocessing.parent_process()
-    die_with_parent(parent=parent.pid if parent is not None else None)
+    become_worker(parent.pid if parent is not None else None, clean_up=True)
+
+
+def _stage_in_worker(*args) -> dict:
+    """:func:`run_stage` in a worker; a worker stopped by SIGTERM ends once its stage has cleaned up, rather than
+    take the next queued stage."""
+    try:
+        return run_stage(*args)
+    except Terminated:
+        os._exit(143)
 
 
 def run_stages(tasks: list[tuple[Path, str, dict, Callable[[Path], dict]]], jobs: int = 1,
@@ -202,7 +212,7 @@ def run_stages(tasks: list[tuple[Path, str, dict, Callable[[Path], dict]]], jobs
                              initializer=_worker_init, initargs=(logging.getLogger().level or logging.INFO,)) as ex:
         try:
             for o, n, p, f in tasks:
-                pending.append(ex.submit(run_stage, o, n, p, f, force))
+                pending.append(ex.submit(_stage_in_worker, o, n, p, f, force))
             return [f.result() for f in pending]
         except KeyboardInterrupt:       # Ctrl-C or SIGTERM (xlpe.io.process.Terminated): stop now, not after the stages
             for f in pending:
