@@ -14,6 +14,7 @@ import json
 import logging
 import sys
 
+from xlpe.config import check_workers
 from xlpe.errors import ConfigError
 from xlpe.io.atomic import check_outputs, write_lines
 from xlpe.io.text import read_sentences
@@ -92,6 +93,7 @@ def cli_main(args: argparse.Namespace) -> int:
         print(json.dumps({"model": args.model, "sentences": len(sents), "skipped_long": skipped,
                           "iterations": stats, "config": dataclasses.asdict(model.config)}, default=list))
         return 0
+    check_workers(args.processes, "--processes")
     model = BTGPreorderer.load(args.model)
     sents = list(read_sentences(args.input, allow_empty=True))
     lines = model.apply(sents, out_format=args.format, processes=args.processes,
