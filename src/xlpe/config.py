@@ -52,22 +52,35 @@ def parse_value(text: str) -> Any:
         return text
 
 
-def read_toml(path: str) -> dict[str, Any]:
-    """A TOML file as a dict; a missing or invalid file (not UTF-8 text, not TOML) is a :class:`ConfigError`
-    naming it (and the line)."""
+#: the largest config file read (a config is a few kilobytes; ``--config /dev/zero`` would fill the memory)
+MAX_CONFIG_BYTES = 16 << 20
+
+
+def read_config_text(path: str | os.PathLike) -> str:
+    """The text of a config file (UTF-8, a byte-order mark dropped); a missing file, a directory, a file over
+    :data:`MAX_CONFIG_BYTES` or one that is not UTF-8 text is a :class:`ConfigError` naming it (and the line).
+    A pipe (``--config <(...)``) is read like a file."""
     try:
         with open(path, "rb") as f:
-            data = f.read()
+            data = f.read(MAX_CONFIG_BYTES + 1)
     except FileNotFoundError:
-        raise ConfigError(f"config file {path} not found") from None
+        raise ConfigError(f"config file {os.fspath(path)} not found") from None
     except IsADirectoryError:
-        raise ConfigError(f"config file {path} is a directory") from None
+        raise ConfigError(f"config file {os.fspath(path)} is a directory") from None
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"config file {os.fspath(path)} is larger than {MAX_CONFIG_BYTES >> 20} MiB: not a config")
     try:
-        text = data.decode("utf-8-sig")            # a byte-order mark is not TOML; drop it
+        return data.decode("utf-8-sig")            # a byte-order mark is not part of the text; drop it
     except UnicodeDecodeError as e:
         line = data.count(b"\n", 0, e.start) + 1
-        raise ConfigError(f"{path}:{line}: not UTF-8 text (byte 0x{data[e.start]:02x}); TOML files are UTF-8"
-                          ) from None
+        raise ConfigError(f"{os.fspath(path)}:{line}: not UTF-8 text (byte 0x{data[e.start]:02x}); config files "
+                          "are UTF-8") from None
+
+
+def read_toml(path: str) -> dict[str, Any]:
+    """A TOML file as a dict; a missing or invalid file (:func:`read_config_text`; not TOML) is a
+    :class:`ConfigError` naming it."""
+    text = read_config_text(path)
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:

@@ -8,7 +8,7 @@ import os
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from xlpe.config import option
+from xlpe.config import option, read_config_text
 from xlpe.errors import ConfigError
 from xlpe.io.alignments import Alignment
 from xlpe.io.conllu import DepTree
@@ -172,11 +172,9 @@ class SyntheticConfig:
 
 def load_config(path: str | os.PathLike) -> SyntheticConfig:
     """Read a :class:`SyntheticConfig` from JSON (a ``to_dict`` mapping or a ``config.json`` from :func:`synth`)."""
+    text = read_config_text(path)
     try:
-        with open(path, encoding="utf-8") as f:
-            d = json.load(f)
-    except FileNotFoundError:
-        raise ConfigError(f"{os.fspath(path)}: config file not found") from None
+        d = json.loads(text)
     except json.JSONDecodeError as e:
         raise ConfigError(f"{os.fspath(path)}:{e.lineno}: invalid JSON ({e.msg})") from None
     return SyntheticConfig.from_dict(d)
