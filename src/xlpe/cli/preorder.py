@@ -24,6 +24,10 @@ from xlpe.reorder.oracle import training_ranks
 log = logging.getLogger("xlpe.preorder")
 
 
+#: the widest BTG training beam: combining two spans costs beam² a split (beam 100 took minutes for 20 sentences)
+MAX_BTG_BEAM = 64
+
+
 def add_cli_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="preorder_command", metavar="ACTION", required=True)
     t = sub.add_parser("train", help="train a BTG preorderer from a source text and its alignments",
@@ -68,6 +72,9 @@ def add_cli_arguments(p: argparse.ArgumentParser) -> None:
 
 def cli_main(args: argparse.Namespace) -> int:
     if args.preorder_command == "train":
+        if not 1 <= args.beam <= MAX_BTG_BEAM:
+            raise ConfigError(f"--beam must be from 1 to {MAX_BTG_BEAM} (the search costs beam² a split), not "
+                              f"{args.beam}")
         if args.iterations < 1:
             raise ConfigError(f"--iterations must be >= 1, not {args.iterations} (0 would write an untrained model)")
         check_outputs([args.model], [args.src, args.align, args.lader_align, args.tgt])

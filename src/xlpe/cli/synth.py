@@ -38,7 +38,7 @@ def config_from_args(args: argparse.Namespace) -> SyntheticConfig:
     else:
         base = read_toml(path) if path else {}
     sets = getattr(args, "set", None) or []
-    other = [item for item in sets if item.split("=", 1)[0].split(".", 1)[0] != "synth"]
+    other = [item for item in sets if "." in item.split("=", 1)[0] and not item.startswith("synth.")]
     if other:
         raise ConfigError(f"--set {other[0]}: xlpe synth reads only its generator options, --set synth.KEY=VALUE")
     apply_sets(base, sets)
