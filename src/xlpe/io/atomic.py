@@ -113,12 +113,15 @@ def blame(exc: BaseException, path: str | os.PathLike, ours: bool = True) -> Bas
 
 
 def _wrapped_os_error(exc: BaseException) -> OSError | None:
-    seen = set()
+    """The first :class:`OSError` among the causes and contexts of ``exc``, or None."""
+    seen = {id(exc)}
     e = exc.__cause__ or exc.__context__
-    while e is not None and id(e) not in seen and not isinstance(e, OSError):
+    while e is not None and id(e) not in seen:
+        if isinstance(e, OSError):
+            return e
         seen.add(id(e))
         e = e.__cause__ or e.__context__
-    return e
+    return None
 
 
 @contextlib.contextmanager
