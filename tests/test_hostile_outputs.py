@@ -370,6 +370,8 @@ STREAM_CASES = [
     ("encode-stdin-closed", "subword encode --model {spm}", "stdin-closed", 1,
      r"^xlpe subword: <stdin>: standard input is closed \(EBADF\)$"),
     ("encode-to-dev-stdout", ENC + " --output /dev/stdout", "", 0, r"^$"),
+    ("error-with-stderr-closed", "subword encode --model {d}/nope.model --input {d}/s.txt", "stderr-closed", 1,
+     r"^$"),
 ]
 
 
@@ -387,6 +389,8 @@ def test_standard_streams(case, toy, data):
             kwargs["preexec_fn"] = _close(1)
         if setup == "stdin-closed":
             kwargs = {"preexec_fn": _close(0)}
+        if setup == "stderr-closed":
+            kwargs["preexec_fn"] = _close(2)
         r = _xlpe(args, **kwargs)
     err = r.stderr.decode()
     assert "Traceback" not in err, err
@@ -394,6 +398,8 @@ def test_standard_streams(case, toy, data):
     assert re.search(pattern, err.strip()), f"{pattern!r} not in {err!r}"
     if name == "encode-to-dev-stdout":
         assert r.stdout.decode().count("\n") == 3
+    if setup == "stderr-closed":
+        assert r.stdout == b"", "a message went to the standard output"
 
 
 def test_a_closed_pipe_ends_quietly_with_141(toy, tmp_path):
