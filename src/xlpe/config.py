@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
 import types
 import typing
@@ -51,17 +52,57 @@ def parse_value(text: str) -> Any:
         return text
 
 
-def read_toml(path: str) -> dict[str, Any]:
-    """A TOML file as a dict; a missing or invalid file is a :class:`ConfigError` naming it."""
+#: the largest config file read (a config is a few kilobytes; ``--config /dev/zero`` would fill the memory)
+MAX_CONFIG_BYTES = 16 << 20
+
+
+def read_config_text(path: str | os.PathLike) -> str:
+    """The text of a config file (UTF-8, a byte-order mark dropped); a missing file, a directory, a file over
+    :data:`MAX_CONFIG_BYTES` or one that is not UTF-8 text is a :class:`ConfigError` naming it (and the line).
+    A pipe (``--config <(...)``) is read like a file."""
     try:
         with open(path, "rb") as f:
-            return tomllib.load(f)
+            data = f.read(MAX_CONFIG_BYTES + 1)
     except FileNotFoundError:
-        raise ConfigError(f"config file {path} not found") from None
+        raise ConfigError(f"config file {os.fspath(path)} not found") from None
     except IsADirectoryError:
-        raise ConfigError(f"config file {path} is a directory") from None
+        raise ConfigError(f"config file {os.fspath(path)} is a directory") from None
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"config file {os.fspath(path)} is larger than {MAX_CONFIG_BYTES >> 20} MiB: not a config")
+    try:
+        return data.decode("utf-8-sig")            # a byte-order mark is not part of the text; drop it
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise ConfigError(f"{os.fspath(path)}:{line}: not UTF-8 text (byte 0x{data[e.start]:02x}); config files "
+                          "are UTF-8") from None
+
+
+def read_toml(path: str) -> dict[str, Any]:
+    """A TOML file as a dict; a missing or invalid file (:func:`read_config_text`; not TOML) is a
+    :class:`ConfigError` naming it."""
+    text = read_config_text(path)
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{path}: invalid TOML ({e})") from None
+
+
+def max_workers() -> int:
+    """The most threads or processes one option may ask for: 8 per CPU of this machine, and at least 64 (more
+    only thrash; a typing slip such as ``--processes 100000`` would otherwise start them)."""
+    return max(64, 8 * (os.cpu_count() or 1))
+
+
+def check_workers(n: Any, flag: str, *, zero: str | None = None) -> int:
+    """``n`` as a count of threads or processes given by option ``flag``: an integer from 1 (or 0, when ``zero``
+    says what 0 means, e.g. "torch's default") up to :func:`max_workers`; anything else is a
+    :class:`ConfigError` naming ``flag``. Every command that takes ``--threads`` or ``--processes`` checks them
+    here."""
+    low = 0 if zero is not None else 1
+    if isinstance(n, bool) or not isinstance(n, int) or not low <= n <= max_workers():
+        zero_text = f" ({zero})" if zero is not None else ""
+        raise ConfigError(f"{flag} must be an integer from {low}{zero_text} to {max_workers()}, not {n!r}")
+    return n
 
 
 def parse_pairs(items: Iterable[str], what: str, value=str) -> dict[str, Any]:
@@ -196,18 +237,47 @@ def merge_sources(args: argparse.Namespace, tables: Iterable[str]) -> dict[str, 
     return merged
 
 
-def _check_scalar(cls, f: dataclasses.Field, value: Any, source: str) -> None:
-    """A field typed exactly ``int``, ``float``, ``bool`` or ``str`` (or optional) gets a value of that type (an
-    int is a float; a bool is not a number): ``lr = "fast"`` in a TOML file is named here, not as a traceback
-    later."""
+_WANT = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}
+_ITEMS = {int: "integers", float: "numbers", bool: "true or false values", str: "strings"}
+
+
+def _is(tp: type, value: Any) -> bool:
+    """Whether ``value`` is a ``tp`` (an int is a float; a bool is not a number)."""
+    if tp is bool:
+        return isinstance(value, bool)
+    if tp is str:
+        return isinstance(value, str)
+    return not isinstance(value, bool) and isinstance(value, (int, float) if tp is float else int)
+
+
+def check_value(cls, name: str, value: Any, source: str) -> None:
+    """A :class:`ConfigError` naming ``source`` and the field when ``value`` does not fit field ``name`` of
+    ``cls``: a field typed ``int``, ``float``, ``bool`` or ``str`` (or optional) gets a value of that type, a list
+    or tuple field a list (of items of its type), a dict field a table. ``lr = "fast"`` or ``--set
+    model.n_heads=[1,2]`` is named here, not as a traceback later."""
+    f = next(f for f in dataclasses.fields(cls) if f.name == name)
     tp = _field_type(cls, f)
-    if tp not in (int, float, bool, str):
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if tp in _WANT:
+        ok, want = _is(tp, value), _WANT[tp]
+    elif origin in (list, tuple):
+        item = args[0] if args and all(a in (args[0], Ellipsis) for a in args) else None
+        ok = isinstance(value, (list, tuple)) and (item not in _WANT or all(_is(item, v) for v in value))
+        want = "a list" + (f" of {_ITEMS[item]}" if item in _ITEMS else "")
+    elif origin is dict:
+        ok, want = isinstance(value, dict), "a table of KEY = VALUE"
+    else:
         return
-    ok = (isinstance(value, bool) if tp is bool else isinstance(value, str) if tp is str
-          else not isinstance(value, bool) and isinstance(value, (int, float) if tp is float else int))
     if not ok:
-        want = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}[tp]
         raise ConfigError(f"{source}: {f.name} must be {want}, not {value!r}")
+
+
+def check_values(cls, values: Mapping[str, Any], source: str = "config") -> None:
+    """:func:`check_value` for every key of ``values`` that is a field of ``cls`` and not None."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    for name, value in values.items():
+        if name in names and value is not None:
+            check_value(cls, name, value, source)
 
 
 def build(cls, values: Mapping[str, Any], source: str = "config"):
@@ -220,8 +290,7 @@ def build(cls, values: Mapping[str, Any], source: str = "config"):
     for f in dataclasses.fields(cls):          # TOML and argparse give lists where a field holds a tuple
         if f.name in values and isinstance(values[f.name], list) and typing.get_origin(_field_type(cls, f)) is tuple:
             values[f.name] = tuple(values[f.name])
-        if f.name in values and values[f.name] is not None:
-            _check_scalar(cls, f, values[f.name], source)
+    check_values(cls, values, source)
     try:
         return cls(**values)
     except TypeError as e:

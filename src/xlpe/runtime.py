@@ -30,8 +30,9 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import torch
 
+from xlpe.config import check_workers
 from xlpe.errors import ConfigError, XlpeError
-from xlpe.io.atomic import atomic_write
+from xlpe.io.atomic import atomic_write, blame
 from xlpe.io.process import die_with_parent
 
 log = logging.getLogger("xlpe.runtime")
@@ -109,6 +110,13 @@ def init_distributed(device: str = "auto") -> Distributed:
     return Distributed(dist.get_rank(), dist.get_world_size(), local, here)
 
 
+def set_threads(n: int, flag: str = "--threads") -> None:
+    """Use ``n`` torch CPU threads in this process (0: leave torch's default), after
+    :func:`xlpe.config.check_workers` (a negative or absurd count is a :class:`ConfigError` naming ``flag``)."""
+    if check_workers(n, flag, zero="torch's default"):
+        torch.set_num_threads(n)
+
+
 def resolve_device(device: str | torch.device, dist: Distributed | None = None) -> torch.device:
     """``auto`` -> CUDA when available, else CPU; ``cuda`` under DDP -> this rank's GPU; a CUDA device that
     does not exist is a :class:`ConfigError` (not an assertion deep inside torch)."""
@@ -128,6 +136,50 @@ def resolve_device(device: str | torch.device, dist: Distributed | None = None) 
         if dev.index is not None and dev.index >= torch.cuda.device_count():
             raise ConfigError(f"device {device!r} asked for but there are {torch.cuda.device_count()} GPU(s)")
     return dev
+
+
+# -- memory ---------------------------------------------------------------------------------------------------
+
+#: (limit, usage) files of this container's memory cgroup: v2, then v1
+_CGROUP_MEMORY = (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+                  ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes"))
+
+
+def available_memory() -> int | None:
+    """Bytes this process can still take before the system swaps or its OOM killer strikes: the kernel's
+    estimate (``MemAvailable`` of ``/proc/meminfo``, else the free pages), or less when a memory cgroup (a
+    container's limit) leaves less room; None where neither can be read."""
+    avail = None
+    with contextlib.suppress(OSError, ValueError):
+        with open("/proc/meminfo", encoding="ascii") as f:
+            avail = next((int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:")), None)
+    if avail is None:
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    for limit_path, usage_path in _CGROUP_MEMORY:
+        with contextlib.suppress(OSError, ValueError):
+            with open(limit_path, encoding="ascii") as f, open(usage_path, encoding="ascii") as g:
+                limit, usage = f.read().strip(), int(g.read())
+            if limit != "max" and int(limit) < 2 ** 60:
+                room = max(0, int(limit) - usage)
+                avail = room if avail is None else min(avail, room)
+            break
+    return avail
+
+
+def check_memory(need: int, what: str, fix: str) -> None:
+    """A :class:`ConfigError` when ``need`` bytes (an estimate of ``what``) do not fit in
+    :func:`available_memory`, saying how to ask for less (``fix``); better at once than the kernel's OOM killer
+    without a word hours later. Nothing when the available memory cannot be read."""
+    avail = available_memory()
+    if avail is not None and need > avail:
+        raise ConfigError(f"{what} needs about {_bytes(need)} of memory, more than the {_bytes(avail)} available: "
+                          f"{fix}")
+
+
+def _bytes(n: int) -> str:
+    """``n`` bytes in GiB, or MiB below one GiB."""
+    return f"{n / 2 ** 30:.1f} GiB" if n >= 2 ** 30 else f"{n / 2 ** 20:.0f} MiB"
 
 
 # -- the C allocator -----------------------------------------------------------------------------------------
@@ -392,6 +444,13 @@ class MetricsLog:
                 w.writerows(rows)
 
     def write(self, row: dict) -> None:
+        """Append ``row`` (a new column rewrites the file with it); a write error names the log file."""
+        try:
+            self._append(row)
+        except OSError as e:
+            raise blame(e, self.path) from None
+
+    def _append(self, row: dict) -> None:
         row = {k: (round(v, 6) if isinstance(v, float) else v) for k, v in row.items()}
         if self.fmt == "jsonl":
             with open(self.path, "a", encoding="utf-8") as f:

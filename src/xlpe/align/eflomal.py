@@ -40,6 +40,8 @@ logger = logging.getLogger(__name__)
 
 #: symmetrisation methods plus the two directional alignments themselves.
 OUTPUT_METHODS = SYM_METHODS + ("forward", "reverse")
+#: the most samplers one alignment runs (threads, each with its own counts)
+MAX_SAMPLERS = 64
 #: the temporary directories: ``xlpe-align-<owner tag>-<random>`` and ``xlpe-eflomal-...``.
 TMP_PATTERN = r"xlpe-(?:align|eflomal)-" + TAG_RE + r"-\w+"
 _META_SUFFIX = ".xlpe.json"
@@ -94,6 +96,9 @@ class EflomalAligner:
         self.rel_iterations = float(rel_iterations)
         if int(n_samplers) < 1:
             raise ConfigError(f"n_samplers must be >= 1, not {n_samplers!r}")
+        if int(n_samplers) > MAX_SAMPLERS:
+            raise ConfigError(f"n_samplers must be <= {MAX_SAMPLERS} (each sampler is a thread with its own "
+                              f"counts; eflomal's default is 3), not {n_samplers!r}")
         self.n_samplers = int(n_samplers)
         if not 0.0 <= null_prior <= 1.0:
             raise ConfigError(f"null_prior must be in [0, 1], not {null_prior!r}")

@@ -9,9 +9,12 @@ never pays for torch unless it needs it.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import importlib
 import logging
 import os
+import re
 import sys
 
 from xlpe import __version__
@@ -62,6 +65,16 @@ def build_parser(argv: list[str]) -> tuple[argparse.ArgumentParser, dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run ``xlpe ARGV``; returns the exit status.
+
+    0 on success; 1 for an error, reported in one line on standard error: a bad input or option
+    (``xlpe COMMAND: error: ...``) or an operating-system error such as a full disk, a folder that cannot be
+    written, a symlink loop or a closed standard stream (``xlpe COMMAND: PATH: strerror (ENAME)``); 2 for a bad
+    command line; 130 on Ctrl-C (SIGINT); 143 on SIGTERM; 141 (128 + SIGPIPE, what a shell reports for a tool
+    that SIGPIPE ended) without a message when the reader of the standard output went away (``xlpe ... | head``).
+    No error leaves a traceback, a partial output or a temporary file (:mod:`xlpe.io.atomic`).
+    """
+    _guard_std_streams()
     argv = list(sys.argv[1:] if argv is None else argv)
     parser, _ = build_parser(argv)
     args = parser.parse_args(argv)
@@ -70,10 +83,25 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "_main", None):
         parser.print_help()
         return 2
+    stdout = sys.stdout
+    if stdout is not None and stdout is sys.__stdout__:
+        sys.stdout = _NamedStdout(stdout)
+    try:
+        return _run(args)
+    finally:
+        if isinstance(sys.stdout, _NamedStdout):
+            sys.stdout = stdout
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Run the command of ``args``; every error it raises becomes one line on standard error and an exit
+    status (:func:`main`)."""
     from xlpe.io.process import Terminated, sigterm_as_interrupt
     try:
         with sigterm_as_interrupt():            # SIGTERM cleans up as Ctrl-C does (outputs, temp files, children)
-            return int(args._main(args) or 0)
+            code = int(args._main(args) or 0)
+            _flush_stdout()
+            return code
     except XlpeError as e:
         msg = flag_message(str(e), args._parser, args._api_flags) if isinstance(e, ConfigError) else str(e)
         print(f"xlpe {args.command}: error: {msg}", file=sys.stderr)
@@ -86,8 +114,131 @@ def main(argv: list[str] | None = None) -> int:
         print(f"xlpe {args.command}: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
-        # the reader of our output went away (`xlpe ... | head`): stop quietly, as Unix tools do; what is still
-        # buffered goes nowhere, so that the interpreter's final flush does not fail again
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        # the reader of our output went away (`xlpe ... | head`): stop quietly, as Unix tools do
+        _stdout_failed()
         return 141
+    except OSError as e:
+        _stdout_failed()
+        print(f"xlpe {args.command}: {os_error_message(_symlink_loop_behind(e))}", file=sys.stderr)
+        return 1
+    except RuntimeError as e:
+        loop = _symlink_loop(e)
+        if loop is None:
+            raise
+        print(f"xlpe {args.command}: {os_error_message(loop)}", file=sys.stderr)
+        return 1
 
+
+def os_error_message(e: OSError) -> str:
+    """``PATH: strerror (ENAME)`` for an :class:`OSError` (``PATH -> PATH2`` for one of two paths; without a
+    path or an errno, what there is)."""
+    where = [os.fsdecode(p) if isinstance(p, (str, bytes)) else str(p)
+             for p in (e.filename, e.filename2) if p is not None]
+    text = e.strerror or str(e) or type(e).__name__
+    name = errno.errorcode.get(e.errno) if isinstance(e.errno, int) else None
+    return (" -> ".join(where) + ": " if where else "") + text + (f" ({name})" if name else "")
+
+
+def _symlink_loop(e: RuntimeError) -> OSError | None:
+    """The ``ELOOP`` error that :meth:`pathlib.Path.resolve` reports as ``RuntimeError("Symlink loop from
+    PATH")`` (before Python 3.13), or None for any other ``RuntimeError``."""
+    m = re.fullmatch(r"Symlink loop from (['\"])(.*)\1", str(e), re.S)
+    return None if m is None else OSError(errno.ELOOP, os.strerror(errno.ELOOP), m.group(2))
+
+
+def _symlink_loop_behind(e: OSError) -> OSError:
+    """The ``ELOOP`` error of a path that ``mkdir`` reports as existing (``EEXIST``) because it is a symlink
+    loop; any other error as it is."""
+    if e.errno != errno.EEXIST or e.filename is None:
+        return e
+    try:
+        os.stat(e.filename)
+    except OSError as loop:
+        if loop.errno == errno.ELOOP:
+            return loop
+    return e
+
+
+class _NamedStdout:
+    """Standard output whose write errors name it (``<stdout>``): what ``print`` raises on a full device names
+    no file."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except OSError as e:
+            raise _named_stdout(e)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except OSError as e:
+            raise _named_stdout(e)
+
+    def __getattr__(self, attr: str):
+        return getattr(self._stream, attr)
+
+
+def _named_stdout(e: OSError) -> OSError:
+    if e.filename is None:
+        e.filename = "<stdout>"
+    return e
+
+
+class _ClosedStream:
+    """What a standard stream that was closed when xlpe started (``xlpe ... >&-``) is in ``sys``: reading or
+    writing it is the error ``EBADF`` naming it; there is nothing to flush."""
+
+    closed = True
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def flush(self) -> None:
+        pass
+
+    def __getattr__(self, attr: str):
+        raise OSError(errno.EBADF, f"standard {self.name[1:-1].replace('std', '')}put is closed", self.name)
+
+
+def _guard_std_streams() -> None:
+    """Give a standard descriptor that is closed /dev/null, so that no file this process opens takes its number
+    (and receives what a library prints there); ``sys.stdin``/``sys.stdout`` then raise ``EBADF`` when used
+    (:class:`_ClosedStream`), and a closed standard error silences the messages."""
+    for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
+        try:
+            os.fstat(fd)
+            continue
+        except OSError:
+            pass
+        null = os.open(os.devnull, os.O_RDWR)
+        if null != fd:
+            os.dup2(null, fd)
+            os.close(null)
+        if fd == 2:
+            sys.stderr = open(fd, "w", closefd=False)
+        else:
+            setattr(sys, name, _ClosedStream(f"<{name}>"))
+
+
+def _flush_stdout() -> None:
+    """Flush standard output now, where a failure (a full device) is reported like any error."""
+    try:
+        sys.stdout.flush()
+    except OSError as e:
+        raise _named_stdout(e)
+
+
+def _stdout_failed() -> bool:
+    """Whether standard output cannot take what it still buffers (a closed pipe, a full device); if so it is
+    pointed at /dev/null, so that the interpreter's final flush does not fail again."""
+    try:
+        sys.stdout.flush()
+        return False
+    except (OSError, ValueError):
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return True

@@ -57,7 +57,7 @@ def add_cli_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParse
     parser.add_argument("--length", type=float, default=1.0, metavar="X",
                         help="multiply eflomal's default iteration numbers by X (default: %(default)s)")
     parser.add_argument("--n-samplers", type=int, default=3, metavar="N",
-                        help="independent eflomal samplers, run in parallel (default: %(default)s)")
+                        help="independent eflomal samplers, run in parallel (1 to 64, default: %(default)s)")
     parser.add_argument("--null-prior", type=float, default=0.2, metavar="P",
                         help="eflomal's prior probability of a NULL link (default: %(default)s)")
     parser.add_argument("--seed", type=int, default=None,

@@ -6,11 +6,10 @@ from __future__ import annotations
 import argparse
 import logging
 
-import torch
-
 from xlpe.cli.shortcuts import add_shortcut_arguments, sources_from_args
 from xlpe.config import parse_pairs
 from xlpe.infer.attention_align import MERGES, GoldFile, Heatmaps, align_from_model_files
+from xlpe.runtime import set_threads
 
 log = logging.getLogger("xlpe.align_from_model")
 
@@ -48,8 +47,7 @@ def add_cli_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cli_main(args: argparse.Namespace) -> int:
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     channels = parse_pairs(args.channel, "--channel")
     gold = GoldFile(args.gold, args.gold_base, args.gold_reverse) if args.gold is not None else None
     heatmaps = Heatmaps(args.heatmaps, args.heatmap_count, args.heatmap_level) if args.heatmaps is not None else None

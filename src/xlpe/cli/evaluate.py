@@ -13,6 +13,10 @@ from xlpe.errors import ConfigError, FormatError
 from xlpe.evaluate.bleu import check_tokenize, corpus_scores, paired_bootstrap
 from xlpe.io.text import read_lines
 
+#: the most paired-bootstrap samples (p-values to 1e-5; sacrebleu's default is 1000)
+MAX_BOOTSTRAP = 100_000
+
+
 def _read(path: str) -> list[str]:
     return [t for _, t in read_lines(path)]
 
@@ -83,8 +87,8 @@ def add_cli_arguments(p: argparse.ArgumentParser) -> None:
 
 def cli_main(args: argparse.Namespace) -> int:
     result: dict = {}
-    if args.bootstrap < 1:
-        raise ConfigError(f"--bootstrap must be >= 1, not {args.bootstrap}")
+    if not 1 <= args.bootstrap <= MAX_BOOTSTRAP:
+        raise ConfigError(f"--bootstrap must be from 1 to {MAX_BOOTSTRAP}, not {args.bootstrap}")
     if args.orders and not args.order_ref:          # before any scoring
         raise ConfigError("--orders needs reference alignments (--order-ref)")
     if args.hyp:

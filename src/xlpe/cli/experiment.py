@@ -13,7 +13,7 @@ import importlib
 import json
 from pathlib import Path
 
-from xlpe.config import add_config_arguments
+from xlpe.config import add_config_arguments, check_workers
 from xlpe.experiments.engine.recipe import TOML_TABLES
 from xlpe.experiments.recipes import RECIPES
 
@@ -53,6 +53,19 @@ def add_cli_arguments(p: argparse.ArgumentParser) -> None:
     sp.set_defaults(_recipe="restore")
 
 
+#: the thread and process counts of a recipe's [experiment] table, and what 0 means (None: 0 is refused)
+PARALLELISM = {"threads": "torch's default", "jobs": "one at a time", "parser_processes": None}
+
+
+def check_parallelism(cfg) -> None:
+    """Refuse a negative or absurd thread or process count in a recipe's ``[experiment]`` table
+    (:func:`xlpe.config.check_workers`), before any stage runs."""
+    e = getattr(cfg, "experiment", None)
+    for name, zero in PARALLELISM.items():
+        if hasattr(e, name):
+            check_workers(getattr(e, name), f"experiment.{name}", zero=zero)
+
+
 def cli_main(args: argparse.Namespace) -> int:
     module = args._recipe
     if module is None:                      # xlpe experiment status OUT
@@ -75,6 +88,7 @@ def cli_main(args: argparse.Namespace) -> int:
               "(the folder had them)")
         return 0
     cfg = module.load_config(args.config, args.set)
+    check_parallelism(cfg)
     r = module.run_experiment(cfg, args.out, args.only)
     print(r["report"])
     print(f"report: {Path(args.out) / 'report.md'}   numbers: {Path(args.out) / 'results.json'}   "

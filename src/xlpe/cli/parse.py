@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from xlpe.config import check_workers
 from xlpe.errors import ConfigError
 from xlpe.syntax.parse import DEFAULT_MODEL, parse_file, score_treebank
 
@@ -22,6 +23,7 @@ def add_cli_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cli_main(args: argparse.Namespace) -> int:
+    check_workers(args.processes, "--processes")
     if args.gold:
         if args.input or args.output:
             raise ConfigError("--gold scores a pipeline on a treebank; give no INPUT / --output with it")

@@ -14,6 +14,7 @@ import json
 import logging
 import sys
 
+from xlpe.config import check_workers
 from xlpe.errors import ConfigError
 from xlpe.io.atomic import check_outputs, write_lines
 from xlpe.io.text import read_sentences
@@ -21,6 +22,10 @@ from xlpe.reorder.btg import BTGConfig, BTGPreorderer, parse_loss_profile
 from xlpe.reorder.oracle import training_ranks
 
 log = logging.getLogger("xlpe.preorder")
+
+
+#: the widest BTG training beam: combining two spans costs beam² a split (beam 100 took minutes for 20 sentences)
+MAX_BTG_BEAM = 64
 
 
 def add_cli_arguments(p: argparse.ArgumentParser) -> None:
@@ -69,6 +74,9 @@ def add_cli_arguments(p: argparse.ArgumentParser) -> None:
 
 def cli_main(args: argparse.Namespace) -> int:
     if args.preorder_command == "train":
+        if not 1 <= args.beam <= MAX_BTG_BEAM:
+            raise ConfigError(f"--beam must be from 1 to {MAX_BTG_BEAM} (the search costs beam² a split), not "
+                              f"{args.beam}")
         if args.iterations < 1:
             raise ConfigError(f"--iterations must be >= 1, not {args.iterations} (0 would write an untrained model)")
         check_outputs([args.model], [args.src, args.align, args.lader_align, args.tgt])
@@ -94,6 +102,7 @@ def cli_main(args: argparse.Namespace) -> int:
         print(json.dumps({"model": args.model, "sentences": len(sents), "skipped_long": skipped,
                           "iterations": stats, "config": dataclasses.asdict(model.config)}, default=list))
         return 0
+    check_workers(args.processes, "--processes")
     model = BTGPreorderer.load(args.model)
     sents = list(read_sentences(args.input, allow_empty=True))
     lines = model.apply(sents, out_format=args.format, processes=args.processes,

@@ -6,7 +6,7 @@ import argparse
 import json
 
 from xlpe.data.subword import SubwordModel, train_subwords
-from xlpe.errors import FormatError
+from xlpe.errors import ConfigError, FormatError
 from xlpe.io.atomic import atomic_write, check_outputs
 from xlpe.io.text import read_lines, tokenize
 
@@ -43,6 +43,8 @@ def add_cli_arguments(p: argparse.ArgumentParser) -> None:
 
 def cli_main(args: argparse.Namespace) -> int:
     if args.subword_command == "train":
+        if args.max_sentences < 1 or args.vocab_size < 1:
+            raise ConfigError("--vocab-size and --max-sentences must be >= 1")
         check_outputs([args.model], args.input)
         m = train_subwords(args.input, args.model, vocab_size=args.vocab_size, model_type=args.model_type,
                            character_coverage=args.character_coverage, normalization=args.normalization,

@@ -37,7 +37,11 @@ def config_from_args(args: argparse.Namespace) -> SyntheticConfig:
         base = {"synth": load_config(path).to_dict()}
     else:
         base = read_toml(path) if path else {}
-    apply_sets(base, getattr(args, "set", None) or [])
+    sets = getattr(args, "set", None) or []
+    other = [item for item in sets if "." in item.split("=", 1)[0] and not item.startswith("synth.")]
+    if other:
+        raise ConfigError(f"--set {other[0]}: xlpe synth reads only its generator options, --set synth.KEY=VALUE")
+    apply_sets(base, sets)
     flags = merge_sources(argparse.Namespace(**{k: v for k, v in vars(args).items() if k not in ("config", "set")}),
                           ("synth",))["synth"]
     return build(SyntheticConfig, {**base.get("synth", {}), **flags}, f"{path or 'options'} [synth]")

@@ -10,7 +10,8 @@ import os
 from typing import Any
 
 from xlpe.cli.shortcuts import add_split_shortcut_arguments, data_with_shortcuts
-from xlpe.config import add_config_arguments, add_dataclass_arguments, build, merge_sources
+from xlpe.config import (add_config_arguments, add_dataclass_arguments, build, check_values, check_workers,
+                         merge_sources)
 from xlpe.errors import ConfigError
 from xlpe.nn.config import PRESETS, TransformerConfig
 from xlpe.train.config import DataConfig, TrainConfig
@@ -42,8 +43,12 @@ def configs_from_args(args: argparse.Namespace) -> tuple[Any, TrainConfig, DataC
     bad = sorted(set(model) & MODEL_SKIP)
     if bad:
         raise ConfigError(f"model keys {bad} are set from the subword models and cannot be given")
-    source = getattr(args, "config", None) or "options"
+    source = ", ".join([getattr(args, "config", None)] * bool(getattr(args, "config", None))
+                       + ["--set"] * bool(getattr(args, "set", None))) or "options"
+    check_values(TransformerConfig, model, f"{source} [model]")
     mcfg = TransformerConfig.from_preset(preset, **model)
+    if "threads" in merged["train"]:
+        check_workers(merged["train"]["threads"], "--threads", zero="torch's default")
     return (mcfg, build(TrainConfig, merged["train"], f"{source} [train]"),
             build(DataConfig, data_with_shortcuts(merged["data"]), f"{source} [data]"))
 

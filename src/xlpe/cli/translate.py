@@ -5,14 +5,12 @@ from __future__ import annotations
 import argparse
 import logging
 
-import torch
-
 from xlpe.cli.shortcuts import add_shortcut_arguments, sources_from_args
-from xlpe.config import parse_pairs
+from xlpe.config import check_workers, parse_pairs
 from xlpe.errors import ConfigError
 from xlpe.infer.beam import STOP_RULES
 from xlpe.infer.translate import Decoding, translate_file
-from xlpe.runtime import limit_onednn_caches, retain_freed_memory
+from xlpe.runtime import limit_onednn_caches, retain_freed_memory, set_threads
 
 log = logging.getLogger("xlpe.translate")
 
@@ -51,8 +49,8 @@ def add_cli_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cli_main(args: argparse.Namespace) -> int:
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    set_threads(args.threads)
+    check_workers(args.preorder_processes, "--preorder-processes")
     retain_freed_memory()         # no page faults for each step's megabyte-sized blocks (docs/results/speed.md)
     limit_onednn_caches()         # --dtype bfloat16: else oneDNN keeps a primitive per step shape (speed.md)
     channels = parse_pairs(args.channel, "--channel")

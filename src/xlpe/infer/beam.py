@@ -58,6 +58,7 @@ from torch import Tensor
 
 from xlpe.errors import ConfigError
 from xlpe.nn.transformer import DecoderCache, EncoderOut, Transformer
+from xlpe.runtime import check_memory
 
 NEG_INF = float("-inf")
 #: beam stopping rules (see the module docstring)
@@ -228,6 +229,7 @@ def beam_search(model: Transformer, src: Tensor, channels: dict[str, Tensor] | N
         src_len = (~enc.src_pad_mask).sum(1)
         max_len = _max_lengths(enc, max_len_a, max_len_b, cfg.max_len)
         steps = int(max_len.max()) + 1
+        _check_beam_memory(src.shape, K, steps, cfg, return_attn_layer is not None)
         fin = _Finished(src.shape, K, steps, cfg.pad_id, return_attn_layer is not None, src.device)
         beams = _Beams(enc, max_len, src.shape, K, steps, cfg, return_attn_layer is not None)
         for t in range(steps):
@@ -255,6 +257,24 @@ def beam_search(model: Transformer, src: Tensor, channels: dict[str, Tensor] | N
             if bool(done.any()):
                 beams.drop(done)
     return fin.best(src_len)
+
+
+def beam_memory(shape: tuple[int, int], K: int, steps: int, cfg, want_attn: bool) -> int:
+    """An upper estimate, in bytes, of what a beam search over a batch of ``shape (B, S)`` with beam ``K``
+    allocates at its peak: per decoder row (``B·K``), the step's logits and log-probabilities over the target
+    vocabulary, the cached keys and values of every decoder layer over ``steps`` (twice: while reordered), the
+    tokens of the live and the finished hypotheses, and the attention rows if asked for."""
+    (B, S), rows = shape, shape[0] * K
+    per_row = (8 * cfg.tgt_vocab + 16 * cfg.dec_layers * steps * cfg.d_model + 24 * (steps + 1)
+               + (12 * steps * S if want_attn else 0))
+    return rows * per_row
+
+
+def _check_beam_memory(shape: tuple[int, int], K: int, steps: int, cfg, want_attn: bool) -> None:
+    check_memory(beam_memory(shape, K, steps, cfg, want_attn),
+                 f"a beam search of beam {K} over {shape[0]} sentences ({steps} steps, a vocabulary of "
+                 f"{cfg.tgt_vocab})",
+                 "use a smaller beam or fewer sentences a batch (--beam, --batch-size, --max-tokens)")
 
 
 class _Beams:

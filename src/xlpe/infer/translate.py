@@ -287,6 +287,9 @@ def translate_file(checkpoint: str | os.PathLike | Sequence[str | os.PathLike], 
     check_dtype(decoding.dtype, dev)
     model, cfg, subwords = load_model(checkpoint, device=dev)
     model = model.to(DTYPES[decoding.dtype])
+    if not decoding.greedy and decoding.beam > cfg.tgt_vocab:
+        raise ConfigError(f"beam={decoding.beam} is larger than the model's target vocabulary ({cfg.tgt_vocab} "
+                          f"pieces); give at most {cfg.tgt_vocab}")
     reads, who = required_inputs(cfg), f"the model (pe={list(cfg.pe)})"
     specs = channel_specs(sources, channels, reads=reads, who=who)
     check_channels(cfg, specs, "input", training=False)

@@ -8,7 +8,7 @@ import os
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from xlpe.config import option
+from xlpe.config import option, read_config_text
 from xlpe.errors import ConfigError
 from xlpe.io.alignments import Alignment
 from xlpe.io.conllu import DepTree
@@ -38,6 +38,12 @@ P_OBJ_REL = 0.4                              # share of object relatives among r
 # clause kinds: a main clause, a subject / object relative clause, a complement clause
 CLAUSE_MAIN, CLAUSE_SUBJECT_RELATIVE, CLAUSE_OBJECT_RELATIVE, CLAUSE_COMPLEMENT = 0, 1, 2, 3
 MAX_ATTEMPTS = 10000                         # rejection sampling guard (max_len)
+#: most pairs one :func:`~xlpe.data.synthetic.synth` run writes (about 5 GB, half an hour on one core)
+MAX_PAIRS = 10_000_000
+#: upper bounds of the lexicon sizes and of the sentence shape: the lexicon invents its words by rejection, which
+#: slows down sharply beyond ten thousand words per class (10,000 verbs: 2 s, 100,000: 40 s); deeper nesting
+#: only makes pairs that max_len rejects, and longer sentences than this are no test of word order
+MAX_WORDS, MAX_DEPTH, MAX_LEN = 10_000, 20, 1000
 
 
 # ------------------------------------------------------------------------------------------ config
@@ -50,12 +56,12 @@ class SyntheticConfig:
         seed: seed of the sentence streams (each split derives its own stream from it).
         lexicon_seed: seed of the bilingual lexicon; ``None`` = ``seed``. Fix it to draw new sentences
             of the same language pair.
-        nouns, verbs, adjectives, adverbs: lexicon sizes (source entries per class); ``verbs >= 4`` (one
-            per class at least), ``adjectives``/``adverbs`` may be 0.
+        nouns, verbs, adjectives, adverbs: lexicon sizes (source entries per class, at most
+            :data:`MAX_WORDS`); ``verbs >= 4`` (one per class at least), ``adjectives``/``adverbs`` may be 0.
         prepositions: how many of the 10 English prepositions are used (0 disables PPs).
         max_len: maximum tokens on either side (longer pairs are drawn again; the target length checked
-            is that of every profile, see the module docs).
-        max_depth: bound on nesting (PPs, relative clauses, complement clauses).
+            is that of every profile, see the module docs); at most :data:`MAX_LEN`.
+        max_depth: bound on nesting (PPs, relative clauses, complement clauses); at most :data:`MAX_DEPTH`.
         adj_rate: probability of a first adjective on a noun, and of a second one after it.
         pp_rate: probability that an NP, and separately a VP, takes a PP (within ``max_depth``).
         rel_rate: probability that an NP takes a relative clause (within ``max_depth``).
@@ -80,14 +86,15 @@ class SyntheticConfig:
     seed: int = option(1, "seed of the sentence streams (each split derives its own)")
     lexicon_seed: int | None = option(None, "seed of the bilingual lexicon; fix it to draw new sentences of the same "
                                             "language pair")
-    nouns: int = option(40, "number of nouns in the lexicon (>= 2)")
-    verbs: int = option(24, "number of verbs in the lexicon (>= 4: intransitive, transitive, ditransitive, "
+    nouns: int = option(40, "number of nouns in the lexicon (2 to 10000)")
+    verbs: int = option(24, "number of verbs in the lexicon (4 to 10000: intransitive, transitive, ditransitive, "
                             "sentential)")
-    adjectives: int = option(16, "number of adjectives (0 disables them)")
-    adverbs: int = option(8, "number of adverbs (0 disables them)")
+    adjectives: int = option(16, "number of adjectives (0 disables them; at most 10000)")
+    adverbs: int = option(8, "number of adverbs (0 disables them; at most 10000)")
     prepositions: int = option(6, "number of prepositions, at most 10 (0 disables PPs)")
-    max_len: int = option(20, "maximum sentence length in tokens on either side (longer pairs are redrawn)")
-    max_depth: int = option(2, "maximum nesting of PPs, relative and complement clauses")
+    max_len: int = option(20, "maximum sentence length in tokens on either side, at most 1000 (longer pairs are "
+                                 "redrawn)")
+    max_depth: int = option(2, "maximum nesting of PPs, relative and complement clauses (at most 20)")
     adj_rate: float = option(0.35, "probability of an adjective on a noun (and of a second one)")
     pp_rate: float = option(0.2, "probability of a PP on an NP, and on a VP")
     rel_rate: float = option(0.12, "probability of a relative clause on an NP")
@@ -127,6 +134,11 @@ class SyntheticConfig:
         for name, lo in lower.items():
             if getattr(self, name) < lo:
                 raise ConfigError(f"synthetic option {name} must be >= {lo}, not {getattr(self, name)}")
+        upper = {"nouns": MAX_WORDS, "verbs": MAX_WORDS, "adjectives": MAX_WORDS, "adverbs": MAX_WORDS,
+                 "max_len": MAX_LEN, "max_depth": MAX_DEPTH}
+        for name, hi in upper.items():
+            if getattr(self, name) > hi:
+                raise ConfigError(f"synthetic option {name} must be <= {hi}, not {getattr(self, name)}")
         if self.prepositions > len(SRC_PREPOSITIONS):
             raise ConfigError(f"synthetic option prepositions must be <= {len(SRC_PREPOSITIONS)}, "
                               f"not {self.prepositions}")
@@ -160,11 +172,9 @@ class SyntheticConfig:
 
 def load_config(path: str | os.PathLike) -> SyntheticConfig:
     """Read a :class:`SyntheticConfig` from JSON (a ``to_dict`` mapping or a ``config.json`` from :func:`synth`)."""
+    text = read_config_text(path)
     try:
-        with open(path, encoding="utf-8") as f:
-            d = json.load(f)
-    except FileNotFoundError:
-        raise ConfigError(f"{os.fspath(path)}: config file not found") from None
+        d = json.loads(text)
     except json.JSONDecodeError as e:
         raise ConfigError(f"{os.fspath(path)}:{e.lineno}: invalid JSON ({e.msg})") from None
     return SyntheticConfig.from_dict(d)

@@ -15,10 +15,10 @@ from typing import Any, Iterator
 
 from xlpe.errors import ConfigError, XlpeError
 from xlpe.io.alignments import Alignment, format_alignment
-from xlpe.io.atomic import atomic_write
+from xlpe.io.atomic import atomic_group, atomic_write, output_folder
 from xlpe.io.conllu import DepTree, format_conllu
-from xlpe.data.synthetic.config import (CLAUSE_MAIN, FILE_KINDS, MAX_ATTEMPTS, PROFILES, SPLIT_ORDER, SyntheticConfig,
-                                        SyntheticPair)
+from xlpe.data.synthetic.config import (CLAUSE_MAIN, FILE_KINDS, MAX_ATTEMPTS, MAX_PAIRS, PROFILES, SPLIT_ORDER,
+                                        SyntheticConfig, SyntheticPair)
 from xlpe.data.synthetic.lexicon import Lexicon
 from xlpe.data.synthetic.grammar import Grammar, TooLong
 
@@ -219,11 +219,12 @@ def synth(out_dir: str | os.PathLike, config: SyntheticConfig | None = None,
           sizes: dict[str, int] | None = None, *, dedup: bool = True,
           progress: bool = False) -> dict[str, Path]:
     """Generate and write a corpus: for each split ``{split}.src/.tgt/.align/.conllu/.order``, plus
-    ``config.json`` and ``README.txt`` in ``out_dir``. Every file is written atomically.
+    ``config.json`` and ``README.txt`` in ``out_dir``. The files appear together, each complete, or none does
+    (and a folder made for them is removed again).
 
     Args:
         sizes: pairs per split, default ``{"train": 10000, "dev": 500, "test": 500}``; any split names
-            are allowed; splits of size 0 are not written.
+            are allowed; splits of size 0 are not written; :data:`MAX_PAIRS` in all at most.
         dedup: make splits disjoint by source sentence (test, then dev, then train, then other names
             in alphabetical order, each avoids the sentences of those before it).
         progress: show a tqdm progress bar.
@@ -238,8 +239,16 @@ def synth(out_dir: str | os.PathLike, config: SyntheticConfig | None = None,
             raise ConfigError(f"bad split name {k!r}")
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:
             raise ConfigError(f"size of split {k!r} must be a non-negative integer, not {v!r}")
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    if sum(sizes.values()) > MAX_PAIRS:
+        raise ConfigError(f"synthetic: {sum(sizes.values())} pairs asked for; one run writes at most {MAX_PAIRS} "
+                          "(about 5 GB); generate fewer")
+    with output_folder(out_dir) as out, atomic_group():   # every file appears, or none and no new folder
+        paths = _write_splits(out, config, sizes, dedup, progress)
+    return paths
+
+
+def _write_splits(out: Path, config: SyntheticConfig, sizes: dict[str, int], dedup: bool,
+                  progress: bool) -> dict[str, Path]:
     lex = Lexicon(config)
     order = [s for s in SPLIT_ORDER if s in sizes] + sorted(s for s in sizes if s not in SPLIT_ORDER)
     seen: set[str] = set()
