@@ -264,7 +264,7 @@ def beam_memory(shape: tuple[int, int], K: int, steps: int, cfg, want_attn: bool
     allocates at its peak: per decoder row (``B·K``), the step's logits and log-probabilities over the target
     vocabulary, the cached keys and values of every decoder layer over ``steps`` (twice: while reordered), the
     tokens of the live and the finished hypotheses, and the attention rows if asked for."""
-    (B, S), rows = shape, shape[0] * K
+    S, rows = shape[1], shape[0] * K
     per_row = (8 * cfg.tgt_vocab + 16 * cfg.dec_layers * steps * cfg.d_model + 24 * (steps + 1)
                + (12 * steps * S if want_attn else 0))
     return rows * per_row

@@ -27,7 +27,7 @@ import threading
 import zlib
 from multiprocessing.connection import wait
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from xlpe.errors import ConfigError, XlpeError
 
