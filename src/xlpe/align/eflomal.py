@@ -40,8 +40,7 @@ logger = logging.getLogger(__name__)
 
 #: symmetrisation methods plus the two directional alignments themselves.
 OUTPUT_METHODS = SYM_METHODS + ("forward", "reverse")
-#: the most samplers one alignment runs (threads, each with its own counts)
-MAX_SAMPLERS = 64
+MAX_SAMPLERS = 64      #: the most samplers one alignment runs (threads, each with its own counts)
 #: the temporary directories: ``xlpe-align-<owner tag>-<random>`` and ``xlpe-eflomal-...``.
 TMP_PATTERN = r"xlpe-(?:align|eflomal)-" + TAG_RE + r"-\w+"
 _META_SUFFIX = ".xlpe.json"
@@ -94,10 +93,9 @@ class EflomalAligner:
         if not rel_iterations > 0:
             raise ConfigError(f"rel_iterations must be > 0, not {rel_iterations!r}")
         self.rel_iterations = float(rel_iterations)
-        if int(n_samplers) < 1:
-            raise ConfigError(f"n_samplers must be >= 1, not {n_samplers!r}")
-        if int(n_samplers) > MAX_SAMPLERS:
-            raise ConfigError(f"n_samplers must be <= {MAX_SAMPLERS} (each sampler is a thread with its own "
+        if not 1 <= int(n_samplers) <= MAX_SAMPLERS:
+            raise ConfigError(f"n_samplers must be >= 1, not {n_samplers!r}" if int(n_samplers) < 1 else
+                              f"n_samplers must be <= {MAX_SAMPLERS} (each sampler is a thread with its own "
                               f"counts; eflomal's default is 3), not {n_samplers!r}")
         self.n_samplers = int(n_samplers)
         if not 0.0 <= null_prior <= 1.0:
