@@ -13,6 +13,7 @@ import pytest
 from xlpe.cli import main
 
 from _nmt_toy import quick_train_config, tiny_model_config, toy  # noqa: F401  (toy is a fixture)
+from _procs import running as _running, wait_for as _wait_for, xlpe_env as _same_xlpe_env
 
 
 def run(argv, capsys) -> tuple[int, str, str]:
@@ -523,31 +524,6 @@ def _children(pid: int) -> list[int]:
         if int(fields[1]) == pid:
             kids.append(int(stat.parent.name))
     return kids
-
-
-def _running(pid: int) -> bool:
-    """True while ``pid`` exists and is not a zombie (a zombie has ended; init reaps it when it likes)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def _wait_for(cond, seconds: float) -> bool:
-    import time
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        if cond():
-            return True
-        time.sleep(0.05)
-    return cond()
-
-
-def _same_xlpe_env() -> dict:
-    """The environment for a child ``python -m xlpe.cli`` that imports the xlpe this test imported."""
-    import xlpe
-    src = str(Path(xlpe.__file__).resolve().parents[1])
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([src] + [p for p in [os.environ.get("PYTHONPATH")] if p])}
 
 
 @pytest.mark.parametrize("sig", ["SIGTERM", "SIGKILL"])

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from _nmt_toy import toy  # noqa: F401  (fixture)
+from _procs import running, wait_for, xlpe_env
 from xlpe.io.atomic import TMP_PATTERN
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
@@ -49,30 +50,6 @@ def descendants(pid: int) -> list[int]:
         found += kids
         todo += kids
     return found
-
-
-def running(pid: int) -> bool:
-    """True while ``pid`` exists and is not a zombie (a zombie has ended; its new parent reaps it when it likes)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
-
-
-def wait_for(cond, seconds: float) -> bool:
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        if cond():
-            return True
-        time.sleep(0.05)
-    return cond()
-
-
-def xlpe_env() -> dict:
-    """The environment of a child ``python -m xlpe.cli`` that imports the xlpe this test imported."""
-    import xlpe
-    src = str(Path(xlpe.__file__).resolve().parents[1])
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([src] + [p for p in [os.environ.get("PYTHONPATH")] if p])}
 
 
 def start(argv: list, script: Path | None = None) -> subprocess.Popen:
