@@ -51,6 +51,14 @@ def quick_train_config(out, **overrides):
     return TrainConfig(**{**base, **overrides})
 
 
+def trained_checkpoint(toy, out: Path) -> Path:
+    """A tiny APE model trained for 2 updates on the toy corpus, in ``out``: its last checkpoint."""
+    from xlpe.train import DataConfig, train
+    res = train(tiny_model_config(), quick_train_config(out / "run", max_updates=2),
+                DataConfig(train_src=str(toy["src"]), train_tgt=str(toy["tgt"]), subword_model=str(toy["spm"])))
+    return res.last_checkpoint
+
+
 def pe_config(pe, vocab: int = 20, **kw):
     """A ``tiny`` model config with encodings ``pe``, no dropout (deterministic comparisons)."""
     from xlpe.nn.transformer import TransformerConfig

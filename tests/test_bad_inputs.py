@@ -12,7 +12,7 @@ import pytest
 
 from xlpe.cli import main
 
-from _nmt_toy import quick_train_config, tiny_model_config, toy  # noqa: F401  (toy is a fixture)
+from _nmt_toy import quick_train_config, tiny_model_config, toy, trained_checkpoint  # noqa: F401  (toy is a fixture)
 from _procs import running as _running, wait_for as _wait_for, xlpe_env as _same_xlpe_env
 
 
@@ -53,11 +53,7 @@ def fails(argv, capsys, *mentions, inputs=(), absent=(), folder=None):
 @pytest.fixture(scope="module")
 def model(toy, tmp_path_factory):
     """A tiny trained APE model (checkpoint path) on the toy corpus."""
-    from xlpe.train import DataConfig, train
-    out = tmp_path_factory.mktemp("model")
-    res = train(tiny_model_config(), quick_train_config(out / "run", max_updates=2),
-                DataConfig(train_src=str(toy["src"]), train_tgt=str(toy["tgt"]), subword_model=str(toy["spm"])))
-    return res.last_checkpoint
+    return trained_checkpoint(toy, tmp_path_factory.mktemp("model"))
 
 
 # -- subwords -----------------------------------------------------------------------------------------------

@@ -34,7 +34,7 @@ import pytest
 
 from xlpe.cli import main
 
-from _nmt_toy import quick_train_config, tiny_model_config, toy, write_toy_corpus  # noqa: F401  (toy: a fixture)
+from _nmt_toy import toy, trained_checkpoint, write_toy_corpus  # noqa: F401  (toy: a fixture)
 
 ENC = "subword encode --model {spm} --input {d}/s.txt"
 TR = "translate --checkpoint {ck} --input {d}/s.txt"
@@ -306,11 +306,7 @@ def data(toy, tmp_path_factory):
 @pytest.fixture(scope="module")
 def checkpoint(toy, tmp_path_factory):
     """A tiny trained model (its checkpoint) on the toy corpus."""
-    from xlpe.train import DataConfig, train
-    out = tmp_path_factory.mktemp("model")
-    res = train(tiny_model_config(), quick_train_config(out / "run", max_updates=2),
-                DataConfig(train_src=str(toy["src"]), train_tgt=str(toy["tgt"]), subword_model=str(toy["spm"])))
-    return res.last_checkpoint
+    return trained_checkpoint(toy, tmp_path_factory.mktemp("model"))
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
