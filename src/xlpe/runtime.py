@@ -33,12 +33,15 @@ import torch
 from xlpe.config import check_workers
 from xlpe.errors import ConfigError, XlpeError
 from xlpe.io.atomic import atomic_write, blame
-from xlpe.io.process import die_with_parent
+from xlpe.io.process import FolderLock, die_with_parent
 
 log = logging.getLogger("xlpe.runtime")
 
 
 # -- devices and processes ------------------------------------------------------------------------------
+
+#: the lock file a training run (``xlpe train``, ``xlpe crossalign train``) holds in its output folder
+RUN_LOCK = ".run.lock"
 
 @dataclass
 class Distributed:
@@ -78,6 +81,21 @@ class Distributed:
         box = [obj]
         dist.broadcast_object_list(box, src=0)
         return box[0]
+
+    def lock_folder(self, folder: Path, name: str, what: str) -> FolderLock | None:
+        """Rank 0 makes ``folder`` and locks it (:class:`FolderLock`); a folder that another run writes is a
+        :class:`ConfigError` on every rank, before anything is written. Returns rank 0's lock (None elsewhere)."""
+        lock, refused = None, None
+        if self.is_main:
+            folder.mkdir(parents=True, exist_ok=True)
+            try:
+                lock = FolderLock(folder, name, what)
+            except ConfigError as e:
+                refused = str(e)
+        refused = self.broadcast(refused)
+        if refused:
+            raise ConfigError(refused)
+        return lock
 
     def barrier(self) -> None:
         if self.enabled:

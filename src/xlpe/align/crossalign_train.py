@@ -44,9 +44,9 @@ from xlpe.config import option
 from xlpe.errors import ConfigError
 from xlpe.io.atomic import atomic_write
 from xlpe.nn.checkpoint import checkpoint_path, load_checkpoint, prune_checkpoints, save_checkpoint
-from xlpe.runtime import (ADAM_IMPLS, AMP_MODES, MetricsLog, adam_kwargs, autocast_context, get_rng_state,
-                          init_distributed, limit_onednn_caches, progress_bar, resolve_device, resume_path,
-                          retain_freed_memory, seed_all, set_rng_state, unwrap, write_run_info)
+from xlpe.runtime import (ADAM_IMPLS, AMP_MODES, RUN_LOCK, MetricsLog, adam_kwargs, autocast_context,
+                          get_rng_state, init_distributed, limit_onednn_caches, progress_bar, resolve_device,
+                          resume_path, retain_freed_memory, seed_all, set_rng_state, unwrap, write_run_info)
 
 log = logging.getLogger(__name__)
 
@@ -457,6 +457,7 @@ def train(init: str | CrossAligner, src: str, tgt: str, out: str | Path, cfg: Tr
     result = None
     dist_ = init_distributed(cfg.device)        # one process group for both stages
     try:
+        lock = dist_.lock_folder(Path(out), RUN_LOCK, "Cross-Align training run")   # noqa: F841 (held to the end)
         for stage in stages:
             sub = Path(out) / stage
             if cfg.resume == "auto" and (sub / DONE).is_file():

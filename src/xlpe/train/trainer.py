@@ -48,10 +48,10 @@ from xlpe.errors import ConfigError
 from xlpe.io.process import FolderLock
 from xlpe.nn.checkpoint import checkpoint_path, load_checkpoint, prune_checkpoints, save_checkpoint, subword_entry
 from xlpe.nn.transformer import build_model, count_parameters
-from xlpe.runtime import (AMP_FP32_FIX, Distributed, MetricsLog, adam_kwargs, autocast_context, get_rng_state,
-                          init_distributed, limit_onednn_caches, progress_bar, release_freed_memory, resolve_device,
-                          resume_path, retain_freed_memory, seed_all, set_rng_state, unwrap, warn_if_emulated_bf16,
-                          write_run_info)
+from xlpe.runtime import (AMP_FP32_FIX, RUN_LOCK, Distributed, MetricsLog, adam_kwargs, autocast_context,
+                          get_rng_state, init_distributed, limit_onednn_caches, progress_bar, release_freed_memory,
+                          resolve_device, resume_path, retain_freed_memory, seed_all, set_rng_state, unwrap,
+                          warn_if_emulated_bf16, write_run_info)
 from xlpe.train.config import DataConfig, TrainConfig
 from xlpe.train.inputs import TrainInputs, read_inputs
 from xlpe.train.losses import combine_losses, projected_label_smoothed_nll
@@ -60,9 +60,6 @@ from xlpe.train.schedule import build_scheduler
 from xlpe.train.validation import validate as validate_on_dev
 
 log = logging.getLogger(__name__)
-
-#: the lock file in a run's folder, held while the run writes there (a second run into it stops at once)
-RUN_LOCK = ".run.lock"
 
 
 @dataclass
@@ -174,17 +171,7 @@ def _output_dir(cfg: TrainConfig, d: Distributed) -> tuple[Path, bool, FolderLoc
     if out.exists() and not out.is_dir():
         raise ConfigError(f"output directory {out} is a file")
     created = not out.exists()
-    lock, refused = None, None
-    if d.is_main:
-        out.mkdir(parents=True, exist_ok=True)
-        try:
-            lock = FolderLock(out, RUN_LOCK, "training run")
-        except ConfigError as e:
-            refused = str(e)
-    refused = d.broadcast(refused)
-    if refused:
-        raise ConfigError(refused)
-    return out, created, lock
+    return out, created, d.lock_folder(out, RUN_LOCK, "training run")
 
 
 def _resume_checkpoint(cfg: TrainConfig, out: Path, d: Distributed) -> tuple[dict | None, Path | None]:
