@@ -123,9 +123,12 @@ primitive per step shape (peak RSS 1.1 → 0.4 GB on Multi30k; `xlpe.runtime.lim
 `MALLOC_*`, `ONEDNN_PRIMITIVE_CACHE_CAPACITY` and `LRU_CACHE_CAPACITY` settings win.""",
     "xlpe export": """\
 For fast inference with `ctranslate2.Translator(dir)` (source = subword pieces, EOS added by the model's config).
-Only models with the sinusoidal encoding alone (`--pe ape`): their greedy output is identical to
-`xlpe translate`, beam output nearly so (the engines finish hypotheses by slightly different rules); other
-encodings are refused with the reason. `benchmarks/bench_ctranslate2.py` compares the two engines' speed.""",
+Source encodings it can express: the absolute ones, sinusoidal (`--pe ape`), learned (`--pe learned`) or both
+(one position table, their sum), and Shaw's relative positions alone (`--pe rpe`, K-only too; CTranslate2 has no
+position table beside relative ones, so `ape rpe` is refused). Every token's score equals xlpe's, greedy output
+is identical to `xlpe translate`, beam output nearly so (the engines finish hypotheses by slightly different
+rules); other encodings are refused with the reason. The exported model reads positions 0..T-1: a `seq` channel
+given to `xlpe translate` has no counterpart there. `benchmarks/bench_ctranslate2.py` compares the engines' speed.""",
     "xlpe align-from-model": "Penultimate decoder layer, heads averaged (SPEC §4.6); AER against a gold file; "
                              "heat maps.",
     "xlpe evaluate": """\
