@@ -7,10 +7,12 @@ test_2016_flickr with beam ``--beam`` and prints the device, its policy (:mod:`x
 CPU choices it takes), the training target tokens/s (after ``--warm`` updates, as ``bench_fairseq_peer.py``
 counts them), the decoding sentences/s and output tokens/s (the outputs' subword pieces plus EOS, decoding alone:
 the model is loaded before the clock starts), sacreBLEU on those sentences, and the peak memory: the process's
-peak RSS after training and at the end, and on a GPU the peak of allocated device memory in each phase. ``--amp auto`` trains in
-bf16 where the device has it in hardware (a GPU with bf16, a CPU with AVX512-BF16 or AMX), fp16 with loss scaling
-on a GPU without bf16, float32 otherwise. When the fairseq venv exists (``--fairseq-venv``), fairseq trains for
-the same updates and decodes the same sentences beside it (``"fairseq"`` in the JSON; ``--no-fairseq`` to skip).
+peak RSS after training and at the end, and on a GPU the peak of allocated device memory in each phase.
+``--amp auto`` trains in bf16 where the device has it in hardware (a GPU with bf16, a CPU with AVX512-BF16 or
+AMX), fp16 with loss scaling on a GPU without bf16, float32 otherwise. When the fairseq venv exists
+(``--fairseq-venv``), fairseq trains for the same updates and decodes the same sentences beside it (``"fairseq"``
+in the JSON; ``--no-fairseq`` to skip; its decoding runs on the CPU, as ``multi30k_budget.py`` runs it; how
+to build the venv: ``bench_fairseq_peer.py``).
 
 Examples (from the repository root; data from ``../shared/data/multi30k/raw``, work files in
 ``../runs/device-check``, nothing written into the repository)::
@@ -19,7 +21,7 @@ Examples (from the repository root; data from ``../shared/data/multi30k/raw``, w
     python benchmarks/device_check.py --updates 2 --sentences 4 --lines 300 --vocab 400 --max-tokens 256
 
 The second is what ``tests/test_device_check.py`` runs on the CPU (a few updates, a handful of sentences, the
-first 400 lines of every split and a small subword model) so that the script cannot rot; its BLEU means nothing.
+first 300 lines of every split and a small subword model) so that the script cannot rot; its BLEU means nothing.
 The timings of one run depend on what else the machine is doing: compare runs made on an idle machine.
 """
 
@@ -166,14 +168,17 @@ def decode_xlpe(a, ckpt: Path, src: list[str], hyp: Path, device: torch.device) 
             "device_peak_mb": device_peak_mb(device)}
 
 
-def fairseq_beside(a, prep: Path, data: Path, updates: int, n: int) -> dict:
-    """fairseq trained for the same updates on the same pieces, decoding the same first ``n`` test lines (its
-    ``test`` subset, all of it, scored on the first ``n`` hypotheses)."""
+def fairseq_beside(a, prep: Path, updates: int, n: int, device: torch.device) -> dict:
+    """fairseq trained for the same updates on the same pieces (on the GPU when ``device`` is one), decoding the
+    same first ``n`` test lines (its ``test`` subset, all of it, scored on the first ``n`` hypotheses). Its
+    decoding runs on the CPU: ``multi30k_budget.fairseq_decode`` passes ``--cpu``."""
     out = a.work / "fairseq"
     shutil.rmtree(out, ignore_errors=True)
     cmd = mb.fairseq_train_cmd(a.fairseq_venv, prep, out, threads=a.threads or 2, max_updates=updates, log_every=1,
                                validate=False)
     cmd[cmd.index("--max-tokens") + 1] = str(a.max_tokens)
+    if device.type == "cuda":
+        cmd.remove("--cpu")
     r = mb.run(cmd, log=a.work / "fairseq-train.log", env=mb.fairseq_env(a.threads or 2))
     window = peer._fairseq_window(r["output"], max(updates // 10, 0))
     hyp = a.work / "fairseq.hyp"
@@ -183,7 +188,8 @@ def fairseq_beside(a, prep: Path, data: Path, updates: int, n: int) -> dict:
     ref = a.work / "ref.de"
     return {"train": {"target_tokens_per_s": _round(window["tokens_per_s"]), "peak_rss_mb": r["peak_rss_mb"],
                       "wall_s": r["wall_s"]},
-            "decode": {"wall_s": d["wall_s"], "fairseq_reported": d["fairseq_reported"], "sentences": n},
+            "decode": {"device": "cpu", "wall_s": d["wall_s"], "fairseq_reported": d["fairseq_reported"],
+                       "sentences": n},
             "score": mb.score(hyp, ref)}
 
 
@@ -216,7 +222,7 @@ def main(argv: list[str] | None = None) -> dict:
     res["score"] = mb.score(hyp, ref)
     res["peak_rss_mb"] = peak_rss_mb()
     if venv is not None:
-        res["fairseq"] = fairseq_beside(a, prep, data, res["train"]["updates"], n)
+        res["fairseq"] = fairseq_beside(a, prep, res["train"]["updates"], n, device)
     else:
         res["fairseq"] = None if a.no_fairseq else f"no fairseq venv at {a.fairseq_venv}"
     print(json.dumps(res))

@@ -101,9 +101,12 @@ DDP: `torchrun --nproc_per_node N -m xlpe.cli train ...`. `--pe` combines encodi
 Speed on CPUs with bf16 instructions (AVX512-BF16 or AMX): `--amp bf16` (autocast) or `--amp bf16-pure` (bf16
 weights with float32 master weights: a few percent faster than autocast, 2.4× fairseq's fp32 speed on Multi30k
 `small`, with a peak RSS below fp32's; [results/speed.md](results/speed.md)). Without those instructions torch
-emulates bf16, slower than float32, and xlpe says so in a warning. Training keeps freed memory in glibc's heap and
-caps oneDNN's primitive caches at 64 shapes (`xlpe.runtime`); your `MALLOC_*`,
-`ONEDNN_PRIMITIVE_CACHE_CAPACITY` and `LRU_CACHE_CAPACITY` settings win.
+emulates bf16, slower than float32, and xlpe says so in a warning. On CPU, training keeps freed memory in glibc's
+heap and caps oneDNN's primitive caches at 64 shapes (`xlpe.runtime`); your `MALLOC_*`,
+`ONEDNN_PRIMITIVE_CACHE_CAPACITY` and `LRU_CACHE_CAPACITY` settings win. On a GPU it takes PyTorch's fused
+attention (in bf16 too) and its dropout, the fused Adam (the default everywhere), and `--amp bf16` or `fp16`
+(with loss scaling); `xlpe.nn.device` holds these choices per device type. Not yet run on a GPU:
+`benchmarks/device_check.py` is the check to run on one.
 
 A training-time budget: `--max-time-minutes M --schedule linear_time` decays the learning rate to `--end-lr` over
 it (Multi30k `small`, 20 minutes with `--amp bf16 --lr 2e-3 --warmup 400 --dropout 0.2`: 38.19 BLEU on
