@@ -32,7 +32,7 @@ def test_each_device_type_gets_its_choices():
 
 
 def test_autocast_precisions_follow_the_policy():
-    with pytest.raises(ConfigError, match="amp='fp16' needs a GPU; on CPU use amp='bf16'"):
+    with pytest.raises(ConfigError, match="amp='fp16' needs a CUDA GPU; on CPU use amp='bf16'"):
         runtime.autocast_context("fp16", torch.device("cpu"))
     assert callable(runtime.autocast_context("fp16", torch.device("cuda")))     # built, not entered: no GPU here
     assert callable(runtime.autocast_context("bf16", torch.device("cuda")))

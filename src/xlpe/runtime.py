@@ -36,7 +36,7 @@ from xlpe.config import check_workers
 from xlpe.errors import ConfigError, XlpeError
 from xlpe.io.atomic import atomic_write, blame
 from xlpe.io.process import die_with_parent
-from xlpe.nn.device import DevicePolicy, device_policy, policy_for  # noqa: F401  (policy_for: re-exported)
+from xlpe.nn.device import DevicePolicy, device_policy, policy_for  # noqa: F401  (the policy's API, re-exported)
 
 log = logging.getLogger("xlpe.runtime")
 
@@ -332,7 +332,7 @@ def autocast_context(amp: str, device: torch.device) -> Callable[[], contextlib.
     if amp == "none":
         return contextlib.nullcontext
     if amp not in device_policy(device).amp_modes:
-        raise ConfigError(f"amp={amp!r} needs a GPU; on {device.type.upper()} use amp='bf16'")
+        raise ConfigError(f"amp={amp!r} needs a CUDA GPU; on {device.type.upper()} use amp='bf16'")
     if amp == "bf16":
         warn_if_emulated_bf16(device, AMP_FP32_FIX)
     dtype = torch.bfloat16 if amp == "bf16" else torch.float16
