@@ -3,16 +3,16 @@
 It trains the `small` model of the fairseq peer recipe (``multi30k_budget.py``: d=256, 3+3 layers, shared
 embeddings, dropout 0.3, Adam with inverse-sqrt warm-up, 4096 tokens per batch) with ``xlpe train`` on the device
 for ``--minutes`` of training time or ``--updates`` updates, decodes the first ``--sentences`` lines of
-test_2016_flickr with beam ``--beam`` and prints the device, its policy (:mod:`xlpe.nn.device`: which of xlpe's
-CPU choices it takes), the training target tokens/s (after ``--warm`` updates, as ``bench_fairseq_peer.py``
-counts them), the decoding sentences/s and output tokens/s (the outputs' subword pieces plus EOS, decoding alone:
-the model is loaded before the clock starts), sacreBLEU on those sentences, and the peak memory: the process's
-peak RSS after training and at the end, and on a GPU the peak of allocated device memory in each phase.
-``--amp auto`` trains in bf16 where the device has it in hardware (a GPU with bf16, a CPU with AVX512-BF16 or
-AMX), fp16 with loss scaling on a GPU without bf16, float32 otherwise. When the fairseq venv exists
-(``--fairseq-venv``), fairseq trains for the same updates and decodes the same sentences beside it (``"fairseq"``
-in the JSON; ``--no-fairseq`` to skip; its decoding runs on the CPU, as ``multi30k_budget.py`` runs it; how
-to build the venv: ``bench_fairseq_peer.py``).
+test_2016_flickr with beam ``--beam`` (weights in ``--dtype``) and prints the device, its policy
+(:mod:`xlpe.nn.device`: which of xlpe's CPU choices it takes), the training target tokens/s (after ``--warm``
+updates, as ``bench_fairseq_peer.py`` counts them), the decoding sentences/s and output tokens/s (the outputs'
+subword pieces plus EOS, decoding alone: the model is loaded before the clock starts), sacreBLEU on those sentences,
+and the peak memory: the process's peak RSS after training and at the end, and on a GPU the peak of allocated device
+memory in each phase. ``--amp auto`` trains in bf16 where the device has it in hardware (a GPU with bf16, a CPU with
+AVX512-BF16 or AMX), fp16 with loss scaling on a GPU without bf16, float32 otherwise. When the fairseq venv exists
+(``--fairseq-venv``), fairseq trains for the same updates and decodes the same sentences beside it (``"fairseq"`` in
+the JSON; ``--no-fairseq`` to skip; its decoding runs on the CPU, as ``multi30k_budget.py`` runs it; how to build
+the venv: ``bench_fairseq_peer.py``).
 
 Examples (from the repository root; data from ``../shared/data/multi30k/raw``, work files in
 ``../runs/device-check``, nothing written into the repository)::
@@ -63,6 +63,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--sentences", type=int, default=0, help="decode the first N test_2016 lines (0: all 1,000)")
     p.add_argument("--beam", type=int, default=5)
     p.add_argument("--batch-size", type=int, default=64, help="sentences per decoding batch")
+    p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"),
+                   help="weight type while decoding (float16: GPU only)")
     p.add_argument("--max-tokens", type=int, default=4096, help="tokens per training batch (the recipe's 4096)")
     p.add_argument("--warm", type=int, default=None, help="updates left out of the tokens/s (default: a tenth)")
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
@@ -156,16 +158,17 @@ def decode_xlpe(a, ckpt: Path, src: list[str], hyp: Path, device: torch.device) 
     model, _, sw = load_model(ckpt, device=device)
     reset_device_peak(device)
     t = time.perf_counter()
-    out = translate_lines(model, sw, src, beam=a.beam, lenpen=1.0, batch_size=a.batch_size, device=device)
+    out = translate_lines(model, sw, src, beam=a.beam, lenpen=1.0, batch_size=a.batch_size, device=device,
+                          dtype=a.dtype)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     wall = time.perf_counter() - t
     hyp.write_text("".join(f"{x}\n" for x in out), encoding="utf-8")
     tgt_sw = sw[1] if isinstance(sw, tuple) else sw
     pieces = sum(len(tgt_sw.encode(x.split()).pieces) + 1 for x in out)       # + EOS, as a decoder emits it
-    return {"sentences": len(src), "wall_s": round(wall, 3), "sentences_per_s": _round(len(src) / wall),
-            "output_tokens_per_s": _round(pieces / wall), "peak_rss_mb": peak_rss_mb(),
-            "device_peak_mb": device_peak_mb(device)}
+    return {"sentences": len(src), "dtype": a.dtype, "wall_s": round(wall, 3),
+            "sentences_per_s": _round(len(src) / wall), "output_tokens_per_s": _round(pieces / wall),
+            "peak_rss_mb": peak_rss_mb(), "device_peak_mb": device_peak_mb(device)}
 
 
 def fairseq_beside(a, prep: Path, updates: int, n: int, device: torch.device) -> dict:

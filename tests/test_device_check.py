@@ -23,7 +23,8 @@ def test_device_check_runs_on_the_cpu_and_reports_json(shared_data, tmp_path):
     assert res["policy"]["fast_dropout_mask"] and res["policy"]["explicit_low_precision_attention"]
     assert res["train"]["updates"] == 2 and res["train"]["target_tokens_per_s"] > 0
     assert res["train"]["peak_rss_mb"] > 0 and res["train"]["device_peak_mb"] is None
-    assert res["decode"]["sentences"] == 4 and res["decode"]["sentences_per_s"] > 0
+    assert res["decode"]["sentences"] == 4 and res["decode"]["dtype"] == "float32"
+    assert res["decode"]["sentences_per_s"] > 0
     assert res["decode"]["output_tokens_per_s"] >= res["decode"]["sentences_per_s"]
     assert res["score"]["lines"] == 4 and 0 <= res["score"]["bleu"] <= 100
     assert "tok:13a" in res["score"]["bleu_signature"]
