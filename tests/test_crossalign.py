@@ -743,7 +743,7 @@ def test_adamw_implementation_is_an_option(corpus, tmp_path, monkeypatch):
 
 def test_cli_train_into_a_folder_another_run_holds_stops_before_writing(corpus, encoder_dir, tmp_path, capsys):
     from xlpe.io.process import FolderLock
-    from xlpe.runtime import RUN_LOCK
+    from xlpe.io.process import RUN_LOCK
     out = tmp_path / "held"
     out.mkdir()
     lock = FolderLock(out, RUN_LOCK, "Cross-Align training run")

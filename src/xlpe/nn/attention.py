@@ -31,6 +31,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from xlpe.errors import ConfigError
+from xlpe.nn.device import device_policy
 
 
 #: decoding steps (one query row at inference) use SDPA too; False = the explicit product q·kᵀ, softmax, ·v
@@ -173,7 +174,7 @@ def dropout(x: Tensor, p: float, training: bool) -> Tensor:
     ``k = round(p·65536)``, i.e. ``p`` is quantised to a multiple of 1/65536 (an error below 8e-6) and the
     survivors are scaled by ``65536/(65536 − k)`` (rounded to ``x``'s dtype), so the expectation is ``x``.
     Other random numbers than ``F.dropout``'s for the same seed."""
-    if not training or p == 0.0 or x.device.type != "cpu":
+    if not training or p == 0.0 or not device_policy(x.device).fast_dropout_mask:
         return F.dropout(x, p, training)
     k = round(p * 65536)
     if p == 1.0 or k == 65536:
@@ -285,7 +286,8 @@ class MultiheadAttention(nn.Module):
         # is several times slower than the explicit product at these lengths (benchmarks/bench_attention_kernels.py),
         # and for one query row at inference unless SDPA_FOR_ONE_QUERY is set
         low_precision = q.dtype != torch.float32
-        if not rel and not need_weights and not (low_precision and q.device.type == "cpu") and (
+        explicit = low_precision and device_policy(q.device).explicit_low_precision_attention
+        if not rel and not need_weights and not explicit and (
                 Tq_rows > 1 or self.training or SDPA_FOR_ONE_QUERY):
             out, weights = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p,
                                                           is_causal=sdpa_causal), None
