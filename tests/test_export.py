@@ -112,8 +112,9 @@ def test_unexpressible_models_and_bad_outputs_are_refused(toy, tmp_path, trained
     from xlpe.infer.export import ctranslate2_spec, exportable
     from xlpe.nn.transformer import build_model
     reasons = {("ape", "rpe"): "replace the absolute encoding", ("learned", "rpe"): "replace the absolute encoding",
-               ("inxl",): "read channels or layers", ("dpe",): "read channels or layers",
-               ("ape", "struct_abs"): "read channels or layers", ("rpe", "struct_rel"): "read channels or layers"}
+               ("inxl",): "read channels, add layers", ("dpe",): "read channels, add layers",
+               ("ape", "struct_abs"): "read channels, add layers", ("rpe", "struct_rel"): "read channels, add layers",
+               ("ape", "disan"): "mask attention heads (disan)"}
     for pe, reason in reasons.items():
         cfg = tiny_model_config(pe=list(pe), src_vocab_size=40)
         assert "pe=" in exportable(cfg) and reason in exportable(cfg)

@@ -16,9 +16,10 @@ gets EOS appended and decoding starts from BOS, as in :func:`xlpe.infer.translat
 exported model reads positions ``0..T-1``: a ``seq`` channel given to xlpe at translation has no counterpart.
 
 Other encodings are refused with the reason (:func:`exportable`): XL PE, structural PE and DPE read channels or
-layers CTranslate2 has no place for, and a CTranslate2 encoder with relative positions has no position table (one
-written beside relative tables is ignored: the scores then equal those of the model without its absolute term),
-so ``ape + rpe`` and ``learned + rpe`` have no exact counterpart.
+layers CTranslate2 has no place for, DiSAN masks attention heads by direction, which it cannot, and a CTranslate2
+encoder with relative positions has no position table (one written beside relative tables is ignored: the scores
+then equal those of the model without its absolute term), so ``ape + rpe`` and ``learned + rpe`` have no exact
+counterpart.
 
 ``tests/test_export.py`` checks, for every expressible encoding on random weights, that CTranslate2's score of
 every target token equals xlpe's teacher-forced log-probability (and that reversed relative tables would not),
@@ -69,8 +70,8 @@ def exportable(cfg) -> str | None:
     other = [p for p in names if p not in (*ABSOLUTE, "rpe")]
     if other:
         return (f"CTranslate2 can express the absolute encodings {list(ABSOLUTE)} (one position table) or Shaw's "
-                f"relative positions ('rpe') alone; this model has pe={list(cfg.pe)}: {other} read channels or "
-                "layers CTranslate2 has no place for")
+                f"relative positions ('rpe') alone; this model has pe={list(cfg.pe)}: {other} read channels, "
+                "add layers or mask attention heads (disan), which CTranslate2 has no place for")
     if "rpe" in names and len(names) > 1:
         return (f"pe={list(cfg.pe)}: CTranslate2's Shaw relative positions replace the absolute encoding of the "
                 "encoder instead of adding to it (a model with relative positions has no position table), so "
