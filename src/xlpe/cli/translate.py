@@ -40,9 +40,9 @@ def add_cli_arguments(p: argparse.ArgumentParser) -> None:
                         "conllu, preorderer (see xlpe.sources)")
     p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto")
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch's default)")
-    p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"),
+    p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16", "int8"),
                    help="weight type while decoding: bfloat16 is about twice as fast on CPUs with bf16 "
-                        "instructions (float16: GPU only)")
+                        "instructions (float16: GPU only; int8: the linear layers dynamically quantised, CPU only)")
     p.add_argument("--shortlist", default=None, metavar="TABLE",
                    help="score only a vocabulary shortlist per batch (faster, approximate; off by default): the "
                         "table of each source piece's likely target pieces (xlpe.infer.shortlist)")

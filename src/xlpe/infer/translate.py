@@ -58,8 +58,9 @@ def model_device(model: torch.nn.Module) -> torch.device:
     return p.device if p is not None else torch.device("cpu")
 
 
-#: weight types for decoding (``dtype``): bf16 halves the matrix-multiply time on CPUs with bf16 instructions
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+#: weight types for decoding (``dtype``): bf16 halves the matrix-multiply time on CPUs with bf16 instructions;
+#: ``int8`` is float32 with the linear layers quantised (:func:`decoding_model`)
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "int8": torch.float32}
 
 
 def check_dtype(dtype: str, device: torch.device) -> None:
@@ -68,6 +69,8 @@ def check_dtype(dtype: str, device: torch.device) -> None:
         raise ConfigError(f"unknown decoding dtype {dtype!r}; valid: {', '.join(DTYPES)}")
     if dtype == "float16" and device.type == "cpu":
         raise ConfigError("dtype float16 needs a GPU; on CPU use bfloat16")
+    if dtype == "int8" and device.type != "cpu":
+        raise ConfigError("dtype int8 (torch's dynamic quantisation) runs on CPU only")
     if dtype == "bfloat16":
         warn_if_emulated_bf16(device, "dtype float32 (--dtype float32) decodes in float32")
 
@@ -75,12 +78,27 @@ def check_dtype(dtype: str, device: torch.device) -> None:
 def decoding_model(model: torch.nn.Module, dtype: str = "float32",
                    device: torch.device | str | None = None) -> torch.nn.Module:
     """``model`` with weights of type ``dtype`` (``float32`` | ``bfloat16`` | ``float16``, the last on GPU
-    only): the model itself when they already are, else a cast copy (the caller's model is left as it is)."""
+    only): the model itself when they already are, else a cast copy (the caller's model is left as it is).
+    ``int8``: a copy whose ``nn.Linear`` layers are torch's dynamically quantised ones
+    (``torch.ao.quantization.quantize_dynamic``: int8 weights, activations quantised per product, float32
+    outputs; CPU only); the output projection (the embedding table when tied) and the rest stay float32."""
     check_dtype(dtype, torch.device(device) if device is not None else model_device(model))
+    if dtype == "int8":
+        if is_quantized(model):
+            return model
+        return torch.ao.quantization.quantize_dynamic(copy.deepcopy(model).float(), {torch.nn.Linear},
+                                                      dtype=torch.qint8)
     p = next(model.parameters(), None)
-    if p is None or p.dtype == DTYPES[dtype]:
+    if p is None or (p.dtype == DTYPES[dtype] and not is_quantized(model)):
         return model
+    if is_quantized(model):
+        raise ConfigError(f"the model's linear layers are quantised to int8: it cannot decode as {dtype}")
     return copy.deepcopy(model).to(DTYPES[dtype])
+
+
+def is_quantized(model: torch.nn.Module) -> bool:
+    """Whether ``model`` holds dynamically quantised linear layers (:func:`decoding_model` with ``int8``)."""
+    return any(isinstance(m, torch.ao.nn.quantized.dynamic.Linear) for m in model.modules())
 
 
 def translate_data(model: torch.nn.Module, data: ParallelData, tgt_subword: SubwordModel, *, beam: int = 5,
@@ -150,8 +168,8 @@ def translate_lines(model: torch.nn.Module, subwords: Subwords, lines: Iterable[
         source_name, first_line: how errors name the input (``file:line``).
         skip_long: a line longer than the model's ``max_len`` gets an empty output line (counted in
             ``counts["skipped_long"]``) instead of stopping with an error.
-        dtype: the weights' type while decoding, ``float32`` | ``bfloat16`` | ``float16`` (GPU); a model of
-            another type is cast on a copy (:func:`decoding_model`).
+        dtype: the weights' type while decoding, ``float32`` | ``bfloat16`` | ``float16`` (GPU) | ``int8``
+            (quantised linear layers, CPU); a model of another type is cast on a copy (:func:`decoding_model`).
         shortlist: score only each batch's vocabulary shortlist (:mod:`xlpe.infer.shortlist`, e.g.
             :func:`~xlpe.infer.shortlist.load_shortlist`): faster, approximate; None (default) = the whole vocabulary.
     """
@@ -211,7 +229,8 @@ class Decoding:
         greedy: greedy decoding instead of beam search; ``beam_stop``: the beam's stopping rule
             (``fairseq`` | ``exhaust``, see :mod:`xlpe.infer.beam`).
         dtype: the weights' type while decoding: ``float32`` (default), ``bfloat16`` (about twice the matrix
-            throughput on CPUs with bf16 instructions; BLEU in ``docs/results/speed.md``), ``float16`` (GPU).
+            throughput on CPUs with bf16 instructions; BLEU in ``docs/results/speed.md``), ``float16`` (GPU),
+            ``int8`` (the linear layers dynamically quantised, CPU; :func:`decoding_model`).
     """
 
     beam: int = 5
@@ -299,6 +318,8 @@ def translate_file(checkpoint: str | os.PathLike | Sequence[str | os.PathLike], 
     check_dtype(decoding.dtype, dev)
     model, cfg, subwords = load_model(checkpoint, device=dev)
     model = model.to(DTYPES[decoding.dtype])
+    if decoding.dtype == "int8":
+        model = decoding_model(model, "int8", dev)       # quantised once, not per chunk
     if not decoding.greedy and decoding.beam > cfg.tgt_vocab:
         raise ConfigError(f"beam={decoding.beam} is larger than the model's target vocabulary ({cfg.tgt_vocab} "
                           f"pieces); give at most {cfg.tgt_vocab}")

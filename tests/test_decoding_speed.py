@@ -1,4 +1,5 @@
-"""Vocabulary shortlists (xlpe.infer.shortlist) and the decoding step's stacked projections and key/value buffer."""
+"""Decoding's speed options and internals: vocabulary shortlists (xlpe.infer.shortlist), int8 linear layers, the
+stacked projections and the key/value buffer of a decoding step."""
 
 import pytest
 import torch
@@ -6,6 +7,7 @@ import torch
 from _nmt_toy import toy, trained_checkpoint  # noqa: F401  (toy is a fixture)
 from xlpe.errors import ConfigError, FormatError
 from xlpe.infer.beam import beam_search, greedy
+from xlpe.infer.translate import check_dtype, decoding_model, is_quantized
 from xlpe.infer.shortlist import build_shortlist, load_shortlist, prepare_shortlist
 from xlpe.nn.checkpoint import load_model
 from xlpe.nn.transformer import DecoderCache, TransformerConfig, build_model
@@ -127,3 +129,20 @@ def test_cli_builds_the_table_once_and_decodes_inside_the_shortlist(toy, tmp_pat
     table.write_bytes(b"not a table")             # an existing table is read, never built again
     assert main(args + ["--shortlist-build", str(toy["src"]), str(toy["tgt"])]) != 0
     assert "not a shortlist table" in capsys.readouterr().err
+
+
+def test_int8_decoding_quantises_a_copy_of_the_linear_layers_once():
+    m = tiny_model()
+    src = batch(m.cfg)
+    q = decoding_model(m, "int8")
+    assert is_quantized(q) and not is_quantized(m) and decoding_model(q, "int8") is q
+    with pytest.raises(ConfigError, match="quantised"):
+        decoding_model(q, "bfloat16")
+    with pytest.raises(ConfigError, match="CPU only"):
+        check_dtype("int8", torch.device("cuda"))
+    # int8 weights move the log-probabilities a little, not a lot
+    tgt = torch.full((src.shape[0], 1), m.cfg.bos_id)
+    with torch.inference_mode():
+        lp_f, lp_q = (torch.log_softmax(x.decode(tgt, x.encode(src)), -1) for x in (m, q))
+    assert 0 < float((lp_f - lp_q).abs().max()) < 0.2
+    assert len(greedy(q, src)) == src.shape[0]
