@@ -11,7 +11,8 @@ source pieces' lists, the frequent pieces and EOS; PAD and BOS are never in it (
 Decoding with a shortlist (``shortlist=`` of :func:`xlpe.infer.beam.beam_search` and
 :func:`~xlpe.infer.beam.greedy`) projects the decoder's output onto those rows of the output layer only, and the
 softmax normalises over them: an approximation, off by default. Without it decoding is unchanged (the same code
-path). Its BLEU cost and speed are measured by ``benchmarks/bench_shortlist.py``.
+path). ``benchmarks/shortlist_coverage.py`` measures how much of the references a table keeps,
+``benchmarks/bench_ctranslate2.py --shortlist`` its speed and BLEU.
 """
 
 from __future__ import annotations
