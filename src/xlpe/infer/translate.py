@@ -299,10 +299,9 @@ def translate_file(checkpoint: str | os.PathLike | Sequence[str | os.PathLike], 
             dependency trees: the tree channels the model reads, read once). A source that fills no channel the
             model reads is a :class:`ConfigError`.
         channels: channel by channel, ``{name: "[KIND:]PATH"}`` or source objects.
-        shortlist: a vocabulary shortlist table (:mod:`xlpe.infer.shortlist`): each batch scores only its
-            shortlist (faster, approximate; off by default). ``shortlist_build``: training text ``(source,
-            target)`` to build the table from when ``shortlist`` does not exist yet, with ``shortlist_size``
-            ``(per_source, frequent)``.
+        shortlist: a vocabulary shortlist table (:mod:`xlpe.infer.shortlist`; off by default), built from the
+            training text ``shortlist_build (source, target)`` with ``shortlist_size (per_source, frequent)``
+            when it does not exist yet (:func:`~xlpe.infer.shortlist.prepare_shortlist`).
 
     Returns the number of lines written. The output file appears only when the whole input is translated.
     An empty input is a :class:`FormatError` (most likely a wrong path or an upstream step that failed).
@@ -317,15 +316,13 @@ def translate_file(checkpoint: str | os.PathLike | Sequence[str | os.PathLike], 
     dev = resolve_device(device)
     check_dtype(decoding.dtype, dev)
     model, cfg, subwords = load_model(checkpoint, device=dev)
-    model = model.to(DTYPES[decoding.dtype])
-    if decoding.dtype == "int8":
-        model = decoding_model(model, "int8", dev)       # quantised once, not per chunk
+    # cast in place; int8: quantised once here, not per chunk
+    model = decoding_model(model, "int8", dev) if decoding.dtype == "int8" else model.to(DTYPES[decoding.dtype])
     if not decoding.greedy and decoding.beam > cfg.tgt_vocab:
         raise ConfigError(f"beam={decoding.beam} is larger than the model's target vocabulary ({cfg.tgt_vocab} "
                           f"pieces); give at most {cfg.tgt_vocab}")
-    table = None if shortlist is None else prepare_shortlist(
-        shortlist, cfg, subword_sides(subwords), shortlist_build, per_source=shortlist_size[0],
-        frequent=shortlist_size[1])
+    table = prepare_shortlist(shortlist, cfg, subword_sides(subwords), shortlist_build, per_source=shortlist_size[0],
+                              frequent=shortlist_size[1]) if shortlist else None
     reads, who = required_inputs(cfg), f"the model (pe={list(cfg.pe)})"
     specs = channel_specs(sources, channels, reads=reads, who=who)
     check_channels(cfg, specs, "input", training=False)
