@@ -300,7 +300,7 @@ class MultiheadAttention(nn.Module):
     def _self_qkv(self, x: Tensor, head_inputs: Sequence[HeadInput],
                   cache: dict[str, Tensor] | None) -> tuple[Tensor, Tensor, Tensor, int]:
         """Self-attention's Q, K, V ``(B, H, T, d_k)`` (K and V after the cached ones, which they join) and the
-        number of keys cached before this step. A cache holding ``kv``, a buffer ``(B, 2, H, capacity, d_k)`` with
+        number of keys cached before this step. A cache holding ``kv``, a buffer ``(2, B, H, capacity, d_k)`` with
         ``n`` positions filled (:class:`xlpe.nn.transformer.DecoderCache`), receives this step's keys and values in
         one write, and K, V are views of it; a cache without one keeps ``k`` and ``v`` and grows them."""
         B, T, _ = x.shape
@@ -313,9 +313,9 @@ class MultiheadAttention(nn.Module):
         offset = 0
         if cache is not None and "kv" in cache:
             buf, offset = cache["kv"], cache["n"]
-            new = qkv[:, :, 1:].permute(0, 2, 3, 1, 4) if stacked is not None else torch.stack((k, v), 1)
+            new = qkv[:, :, 1:].permute(2, 0, 3, 1, 4) if stacked is not None else torch.stack((k, v))
             buf[:, :, :, offset:offset + T].copy_(new)
-            k, v = buf[:, 0, :, :offset + T], buf[:, 1, :, :offset + T]
+            k, v = buf[0, :, :, :offset + T], buf[1, :, :, :offset + T]
         elif cache is not None:
             if "k" in cache:
                 offset = cache["k"].shape[2]
