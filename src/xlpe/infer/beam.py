@@ -190,7 +190,7 @@ def greedy(model: Transformer, src: Tensor, channels: dict[str, Tensor] | None =
         logprob = torch.zeros(B, dtype=torch.float64, device=dev)
         active = torch.arange(B, device=dev)               # the sentences still being decoded
         last = torch.full((B, 1), cfg.bos_id, dtype=torch.long, device=dev)
-        cache = DecoderCache(rows=B, steps=steps)
+        cache = DecoderCache()
         for t in range(steps):
             best, nxt, a = _next_candidates(model, last, enc, cache, return_attn_layer, t, max_len, 1, vocab=vocab)
             out[active, t] = nxt[:, 0]
@@ -315,7 +315,7 @@ class _Beams:
         self.live = torch.arange(B, device=dev) * K
         self.attn = torch.zeros(B * K, steps, S, device=dev) if want_attn else None
         self.n_alive = torch.full((B,), K, device=dev)
-        self.cache = DecoderCache(rows=B * K, steps=steps)      # buffers sized once
+        self.cache = DecoderCache()
         self.rank = torch.arange(K, device=dev)[None, :]     # a sentence's slot numbers
         self.base = self.rows = None          # this step's first slot of each sentence, the candidates' parents
 

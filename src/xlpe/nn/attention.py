@@ -219,9 +219,8 @@ class MultiheadAttention(nn.Module):
             head_inputs: per-head replacement inputs: of Q, K and V in self-attention; of K and V (the memory)
                 in cross-attention.
             need_weights: also return the attention weights ``(B, H, Tq, Tk)`` (before dropout).
-            cache: incremental decoding state: self-attention writes this step's keys and values into the buffer
-                ``cache['kv']`` after its ``cache['n']`` filled positions, or appends them to ``cache['k'],
-                cache['v']`` (:meth:`_self_qkv`); cross-attention projects ``memory`` once and reuses it.
+            cache: incremental decoding state owned by this module: self-attention appends this step's keys and
+                values to ``cache['k'], cache['v']``; cross-attention projects ``memory`` once and reuses it.
             memory_slots: ``(slots, g)`` for cross-attention: query row ``i`` is slot ``slots[i]`` of a grid of
                 ``B_m * g`` rows, memory row ``b`` serving slots ``b*g .. b*g+g-1`` (beam search decoding only its
                 live beams; the empty slots are attended for nothing and dropped).
@@ -300,9 +299,7 @@ class MultiheadAttention(nn.Module):
     def _self_qkv(self, x: Tensor, head_inputs: Sequence[HeadInput],
                   cache: dict[str, Tensor] | None) -> tuple[Tensor, Tensor, Tensor, int]:
         """Self-attention's Q, K, V ``(B, H, T, d_k)`` (K and V after the cached ones, which they join) and the
-        number of keys cached before this step. A cache holding ``kv``, a buffer ``(2, B, H, capacity, d_k)`` with
-        ``n`` positions filled (:class:`xlpe.nn.transformer.DecoderCache`), receives this step's keys and values in
-        one write, and K, V are views of it; a cache without one keeps ``k`` and ``v`` and grows them."""
+        number of keys cached before this step."""
         B, T, _ = x.shape
         stacked = None if head_inputs else self._stacked("qkv")
         if stacked is not None:      # one product; (B, T, 3, H, d_k) -> per projection (B, H, T, d_k)
@@ -311,12 +308,7 @@ class MultiheadAttention(nn.Module):
         else:
             q, k, v = (self._project(lin, x, head_inputs) for lin in (self.q_proj, self.k_proj, self.v_proj))
         offset = 0
-        if cache is not None and "kv" in cache:
-            buf, offset = cache["kv"], cache["n"]
-            new = qkv[:, :, 1:].permute(2, 0, 3, 1, 4) if stacked is not None else torch.stack((k, v))
-            buf[:, :, :, offset:offset + T].copy_(new)
-            k, v = buf[0, :, :, :offset + T], buf[1, :, :, :offset + T]
-        elif cache is not None:
+        if cache is not None:
             if "k" in cache:
                 offset = cache["k"].shape[2]
                 k, v = torch.cat((cache["k"], k), 2), torch.cat((cache["v"], v), 2)

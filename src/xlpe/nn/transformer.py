@@ -50,36 +50,10 @@ class EncoderOut:
 
 @dataclass
 class DecoderCache:
-    """Keys and values of every decoder layer for incremental decoding; ``length`` = target positions done.
-
-    The self-attention keys and values of all layers live in one buffer, ``kv (layers, 2, rows, H, capacity,
-    d_k)`` (layers outermost, so that one layer's keys lie close together for the attention that reads them), written
-    in place at each step (one write per layer, no concatenation) and reordered with one
-    ``index_select`` of its filled positions into a second buffer of the same size, which then takes its place:
-    after the first step nothing is allocated while ``rows`` and ``steps`` (the most decoder rows and target
-    positions, hints that size the buffers once) hold. Without the hints the buffers grow as needed (their
-    capacity doubling). ``layers`` holds each layer's cross-attention keys and values (one row per memory row)."""
+    """Keys and values of every decoder layer for incremental decoding; ``length`` = target positions done."""
 
     length: int = 0
     layers: list[dict[str, dict[str, Tensor]]] = field(default_factory=list)
-    rows: int = 0
-    steps: int = 0
-    kv: Tensor | None = None
-    _stores: list[Tensor | None] = field(default_factory=lambda: [None, None])
-
-    def self_kv(self, n_layers: int, rows: int, new: int, heads: int, d_k: int, like: Tensor) -> Tensor:
-        """The buffer :attr:`kv` for ``rows`` decoder rows with room for ``new`` more positions (made, or grown
-        with its filled positions copied, when it has not), of ``like``'s dtype and device."""
-        need, kv = self.length + new, self.kv
-        if kv is not None and kv.shape[2] != rows:
-            raise ConfigError(f"the decoder cache holds {kv.shape[2]} rows, the step has {rows}: reorder it first")
-        if kv is None or kv.shape[4] < need:
-            cap = max(need, self.steps, 2 * kv.shape[4] if kv is not None else 0)
-            store = like.new_empty(n_layers, 2, max(rows, self.rows), heads, cap, d_k)
-            if kv is not None and self.length:
-                store[:, :, :rows, :, :self.length].copy_(kv[..., :self.length, :])
-            self._stores, self.kv = [store, None], store[:, :, :rows]
-        return self.kv
 
     def reorder(self, index: Tensor, cross_index: Tensor | None = None) -> None:
         """Keep batch rows ``index``, in place: of the self-attention keys/values (one row per decoder row) and,
@@ -94,20 +68,11 @@ class DecoderCache:
 
     def reorder_self(self, index: Tensor) -> None:
         """Keep rows ``index`` of the self-attention keys/values only (beams re-ranked within their sentences,
-        whose memory rows stay as they are): their filled positions are gathered into the other buffer."""
-        if self.kv is None:
-            return
-        m, n, kv = index.numel(), self.length, self.kv
-        if kv.requires_grad:      # decoding with autograd on: out= records no gradient, a new buffer does
-            self.kv = kv.index_select(2, index)
-            self._stores = [self.kv, None]
-            return
-        spare = self._stores[1]
-        if spare is None or spare.shape[2] < m or spare.shape[4] != kv.shape[4]:
-            spare = kv.new_empty(*kv.shape[:2], max(m, self.rows), *kv.shape[3:])
-        torch.index_select(kv[..., :n, :], 2, index, out=spare[:, :, :m, :, :n])
-        self._stores = [spare, self._stores[0]]
-        self.kv = spare[:, :, :m]
+        whose memory rows stay as they are)."""
+        for layer in self.layers:
+            kv = layer.get("self", {})
+            for name in kv:
+                kv[name] = kv[name].index_select(0, index)
 
 
 def _embedding(vocab: int, d: int, pad_id: int) -> nn.Embedding:
@@ -182,12 +147,8 @@ class Decoder(nn.Module):
         pos = torch.arange(start, start + tgt_in.shape[1], device=tgt_in.device)
         pe = model_sinusoid(pos, c)
         x = self.drop(self.embed(tgt_in) * math.sqrt(c.d_model) + pe.to(enc.memory.dtype))
-        if cache is not None:
-            if not cache.layers:
-                cache.layers = [{} for _ in self.layers]
-            kv = cache.self_kv(len(self.layers), x.shape[0], x.shape[1], c.n_heads, c.d_model // c.n_heads, x)
-            for i, layer_cache in enumerate(cache.layers):
-                layer_cache["self"] = {"kv": kv[i], "n": start}
+        if cache is not None and not cache.layers:
+            cache.layers = [{} for _ in self.layers]
         attn = None
         for i, layer in enumerate(self.layers):
             x, w = layer(x, enc.memory, enc.src_pad_mask, cache=None if cache is None else cache.layers[i],
