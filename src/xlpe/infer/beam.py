@@ -39,6 +39,10 @@ once, as one block of K queries, and never reordered when beams are re-ranked); 
 decoded (one per sentence at the first step; fewer than K as the exhaust rule's beam shrinks: a fifth of its
 rows on Multi30k were dead beams); decoding runs under ``torch.inference_mode``.
 
+A vocabulary shortlist (``shortlist=``, :mod:`xlpe.infer.shortlist`; off by default) scores only the batch's
+likely target pieces: the output projection and the log-softmax run over that subset, so the probabilities are
+normalised over it. Without one the code path is the one described above.
+
 Verified in ``tests/test_beam.py``: ``beam=1`` equals greedy for every ``lenpen`` and both rules; the fairseq
 rule equals a plain re-implementation of it; a batch equals
 sentence-by-sentence decoding (tokens, scores, attention); a beam wide enough to keep every prefix returns the
