@@ -2,27 +2,93 @@
 the same machine noise); prints one JSON object with medians over rounds and the agreement of the outputs.
 
     python benchmarks/bench_ctranslate2.py --checkpoint runs/x/checkpoint_best.pt --input test.src \\
-        [--sentences 500 --beam 5 --rounds 3 --threads 1 --batch 64 --dtype float32|bfloat16 --compute-type int8]
+        [--sentences 500 --beam 5 --rounds 3 --threads 1 --batch 64 --dtype float32|bfloat16|int8 \\
+         --compute-type int8 --before-src ../xlpe-before/src --shortlist table.pt \\
+         --shortlist-build train.en train.de --reference val.de --json-out results.json]
 
 The model must be exportable (``pe`` of ``ape``, ``learned`` or ``rpe`` alone; ``xlpe export``). Sentences/s
 count decoding only (the tokenisation into pieces and the model loading are outside the timed part, for both).
 CTranslate2's length limit is xlpe's rule (1.2 S + 10) at the longest input: it has no per-sentence rule.
+
+xlpe decodes in a fresh process per round and system (``--worker``, with ``retain_freed_memory()`` as ``xlpe
+translate`` runs): ``xlpe`` (this checkout, ``--dtype``), ``xlpe-before`` (the source tree ``--before-src``, e.g. a
+``git worktree`` of an earlier commit, in float32), ``xlpe-shortlist`` (``--shortlist``, built from
+``--shortlist-build`` when missing) and ``xlpe-int8`` (``--int8``). With ``--reference`` every system's BLEU is
+reported (sacreBLEU through ``xlpe.evaluate.bleu``); choose settings on val, never on a test set.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-import torch
+REPO = Path(__file__).resolve().parents[1]
 
-from xlpe.infer.export import export_model
-from xlpe.infer.translate import translate_lines
-from xlpe.nn.checkpoint import load_model
+
+def worker(a) -> None:
+    """Decode ``a.input`` with whatever xlpe is first on the path; print ``{"sent_per_s", "outputs"}``."""
+    import torch
+    from xlpe.infer.translate import decoding_model, translate_lines
+    from xlpe.nn.checkpoint import load_model
+    from xlpe.runtime import retain_freed_memory
+
+    retain_freed_memory()
+    torch.set_num_threads(a.threads)
+    model, cfg, (sw, tgt_sw) = load_model(a.checkpoint)
+    model = decoding_model(model, a.dtype)                   # cast once, outside the timed part
+    kw = dict(beam=a.beam, lenpen=a.lenpen, batch_size=a.batch, beam_stop="fairseq", dtype=a.dtype)
+    if a.shortlist:
+        from xlpe.infer.shortlist import prepare_shortlist
+        kw["shortlist"] = prepare_shortlist(a.shortlist, cfg, (sw, tgt_sw))
+    lines = open(a.input, encoding="utf-8").read().splitlines()[:a.sentences]
+    with torch.inference_mode():
+        translate_lines(model, sw, lines[:20], **kw)                                   # warm-up
+        t0, c0 = time.perf_counter(), time.process_time()
+        out = translate_lines(model, sw, lines, **kw)
+        speed, cpu = len(lines) / (time.perf_counter() - t0), len(lines) / (time.process_time() - c0)
+    print(json.dumps({"sent_per_s": speed, "cpu_sent_per_s": cpu, "outputs": out}))
+
+
+def run_worker(a, src: Path, dtype: str, shortlist: str | None = None) -> dict:
+    """One timed decoding in a fresh process with ``src`` first on PYTHONPATH."""
+    cmd = [sys.executable, __file__, "--worker", "--checkpoint", a.checkpoint, "--input", a.input,
+           "--sentences", str(a.sentences), "--beam", str(a.beam), "--lenpen", str(a.lenpen),
+           "--threads", str(a.threads), "--batch", str(a.batch), "--dtype", dtype]
+    if shortlist:
+        cmd += ["--shortlist", shortlist]
+    env = {**os.environ, "PYTHONPATH": str(src), "HF_HUB_OFFLINE": "1"}
+    res = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    if res.returncode:
+        raise SystemExit(f"worker failed ({' '.join(cmd)}):\n{res.stderr[-3000:]}")
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def ctranslate2_round(tr, pieces, a, max_len: int) -> tuple[float, float, list[list[str]]]:
+    """Sentences/s by the clock and by this process's CPU time, and the best hypotheses (pieces)."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    res = tr.translate_batch(pieces, beam_size=a.beam, length_penalty=a.lenpen, max_batch_size=a.batch,
+                             max_decoding_length=max_len)
+    n = len(pieces)
+    return n / (time.perf_counter() - t0), n / (time.process_time() - c0), [r.hypotheses[0] for r in res]
+
+
+def systems(a) -> dict[str, tuple[Path, str, str | None]]:
+    """The xlpe systems timed: name -> (source tree, dtype, shortlist table)."""
+    out = {"xlpe": (REPO / "src", a.dtype, None)}
+    if a.before_src:
+        out["xlpe-before"] = (Path(a.before_src).resolve(), "float32", None)
+    if a.shortlist:
+        out["xlpe-shortlist"] = (REPO / "src", a.dtype, a.shortlist)
+    if a.int8:
+        out["xlpe-int8"] = (REPO / "src", "int8", None)
+    return out
 
 
 def main() -> None:
@@ -35,49 +101,101 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"), help="xlpe's weights")
+    ap.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "int8"), help="xlpe's weights")
     ap.add_argument("--compute-type", default="float32",
                     help="CTranslate2's compute_type (float32, int8, int8_float32, bfloat16 where supported, ...)")
+    ap.add_argument("--before-src", default=None, help="an earlier xlpe's src/ folder, timed in the same rounds")
+    ap.add_argument("--shortlist", default=None, help="also time xlpe with this vocabulary shortlist table")
+    ap.add_argument("--shortlist-build", nargs=2, default=None, metavar=("TRAIN_SRC", "TRAIN_TGT"),
+                    help="build the --shortlist table from this training text first when it does not exist")
+    ap.add_argument("--shortlist-size", nargs=2, type=int, default=None, metavar=("PER_SOURCE", "FREQUENT"))
+    ap.add_argument("--int8", action="store_true", help="also time xlpe with --dtype int8")
+    ap.add_argument("--reference", default=None, help="reference translations of --input: BLEU per system")
+    ap.add_argument("--no-ctranslate2", action="store_true", help="time the xlpe systems only")
+    ap.add_argument("--json-out", default=None, help="also write the JSON object to this file")
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
-    import ctranslate2
+    if a.worker:
+        return worker(a)
+    from xlpe.nn.checkpoint import load_model
 
-    torch.set_num_threads(a.threads)
     model, cfg, (sw, tgt_sw) = load_model(a.checkpoint)
-    from xlpe.infer.translate import decoding_model
-    model = decoding_model(model, a.dtype)                   # cast once, outside the timed part
+    if a.shortlist and not os.path.exists(a.shortlist):
+        from xlpe.infer.shortlist import FREQUENT, PER_SOURCE, prepare_shortlist
+        per_source, frequent = a.shortlist_size or (PER_SOURCE, FREQUENT)
+        prepare_shortlist(a.shortlist, cfg, (sw, tgt_sw), a.shortlist_build, per_source=per_source,
+                          frequent=frequent)
     lines = open(a.input, encoding="utf-8").read().splitlines()[:a.sentences]
     pieces = [sw.encode(line.split()).pieces for line in lines]
     # CTranslate2 has no per-sentence length rule: bound it by xlpe's (1.2 S + 10) for the longest input, so that a
     # weak model's run-away hypotheses stop where xlpe's longest could (not at the model's max_len of 1024)
     ct2_max_len = min(cfg.max_len, int(1.2 * (max(map(len, pieces)) + 1) + 10))
+    speed, outs = timed_rounds(a, pieces, ct2_max_len, tgt_sw)
+    report = summary(a, cfg, lines, speed, outs, ct2_max_len)
+    text = json.dumps(report, indent=1)
+    print(text)
+    if a.json_out:
+        Path(a.json_out).write_text(text + "\n", encoding="utf-8")
+
+
+def timed_rounds(a, pieces, ct2_max_len: int, tgt_sw) -> tuple[dict[str, list[float]], dict[str, list[str]]]:
+    """Every system once per round, in the same order each round; CTranslate2 last. Speeds by the clock under
+    the system's name, by the process's CPU time under ``<name> cpu`` (steadier on a shared machine; with one
+    thread it is the decoding's own work)."""
+    speed: dict[str, list[float]] = {}
+    outs: dict[str, list[str]] = {}
     with tempfile.TemporaryDirectory() as d:
-        export_model(a.checkpoint, Path(d) / "ct2")
-        tr = ctranslate2.Translator(str(Path(d) / "ct2"), device="cpu", intra_threads=a.threads, inter_threads=1,
-                                    compute_type=a.compute_type)
-        speed: dict[str, list[float]] = {"xlpe": [], "ctranslate2": []}
-        outs: dict[str, list[str]] = {}
-        with torch.inference_mode():
-            translate_lines(model, sw, lines[:20], beam=a.beam, lenpen=a.lenpen, dtype=a.dtype)   # warm-up
-            tr.translate_batch(pieces[:20], beam_size=a.beam, length_penalty=a.lenpen)
-            for _ in range(a.rounds):
-                t0 = time.perf_counter()
-                outs["xlpe"] = translate_lines(model, sw, lines, beam=a.beam, lenpen=a.lenpen, batch_size=a.batch,
-                                               beam_stop="fairseq", dtype=a.dtype)
-                speed["xlpe"].append(len(lines) / (time.perf_counter() - t0))
-                t0 = time.perf_counter()
-                res = tr.translate_batch(pieces, beam_size=a.beam, length_penalty=a.lenpen,
-                                         max_batch_size=a.batch, max_decoding_length=ct2_max_len)
-                speed["ctranslate2"].append(len(lines) / (time.perf_counter() - t0))
-                outs["ctranslate2"] = [tgt_sw.decode_pieces(r.hypotheses[0]) for r in res]
-    ratios = [x / c for x, c in zip(speed["xlpe"], speed["ctranslate2"])]
-    print(json.dumps({"checkpoint": a.checkpoint, "dtype": a.dtype, "compute_type": a.compute_type,
-                      "d_model": cfg.d_model, "layers": [cfg.enc_layers, cfg.dec_layers],
-                      "sentences": len(lines), "beam": a.beam, "threads": a.threads, "rounds": a.rounds,
-                      "ctranslate2_max_decoding_length": ct2_max_len,
-                      "sent_per_s_median": {k: round(statistics.median(v), 1) for k, v in speed.items()},
-                      "xlpe_vs_ctranslate2_median": round(statistics.median(ratios), 3),
-                      "same_output": sum(x == c for x, c in zip(outs["xlpe"], outs["ctranslate2"])) / len(lines)},
-                     indent=1))
+        tr = None
+        if not a.no_ctranslate2:
+            import ctranslate2
+            import torch
+            from xlpe.infer.export import export_model
+
+            torch.set_num_threads(a.threads)
+            export_model(a.checkpoint, Path(d) / "ct2")
+            tr = ctranslate2.Translator(str(Path(d) / "ct2"), device="cpu", intra_threads=a.threads,
+                                        inter_threads=1, compute_type=a.compute_type)
+            tr.translate_batch(pieces[:20], beam_size=a.beam, length_penalty=a.lenpen)      # warm-up
+        for r in range(a.rounds):
+            for name, (src, dtype, table) in systems(a).items():
+                res = run_worker(a, src, dtype, table)
+                speed.setdefault(name, []).append(res["sent_per_s"])
+                speed.setdefault(f"{name} cpu", []).append(res["cpu_sent_per_s"])
+                outs[name] = res["outputs"]
+            if tr is not None:
+                s, cpu, hyps = ctranslate2_round(tr, pieces, a, ct2_max_len)
+                speed.setdefault("ctranslate2", []).append(s)
+                speed.setdefault("ctranslate2 cpu", []).append(cpu)
+                outs["ctranslate2"] = [tgt_sw.decode_pieces(h) for h in hyps]
+            print(f"round {r + 1}: " + ", ".join(f"{k} {v[-1]:.1f}" for k, v in speed.items()), file=sys.stderr)
+    return speed, outs
+
+
+def summary(a, cfg, lines, speed, outs, ct2_max_len: int) -> dict:
+    """The JSON report: medians, per-round ratios to CTranslate2 and to xlpe, agreement of outputs, BLEU."""
+    med = {k: round(statistics.median(v), 1) for k, v in speed.items()}
+    report = {"checkpoint": a.checkpoint, "input": a.input, "dtype": a.dtype, "compute_type": a.compute_type,
+              "d_model": cfg.d_model, "layers": [cfg.enc_layers, cfg.dec_layers], "sentences": len(lines),
+              "beam": a.beam, "lenpen": a.lenpen, "batch": a.batch, "threads": a.threads, "rounds": a.rounds,
+              "load_average_at_end": os.getloadavg()[0], "ctranslate2_max_decoding_length": ct2_max_len,
+              "sent_per_s_rounds": {k: [round(x, 1) for x in v] for k, v in speed.items()},
+              "sent_per_s_median": med}
+    for base in ("ctranslate2", "xlpe"):
+        if base not in speed:
+            continue
+        report[f"vs_{base}"] = {     # clock against clock, CPU time against CPU time
+            k: {"median_of_ratios": round(statistics.median(x / b for x, b in zip(v, speed[ref])), 3),
+                "rounds_faster": sum(x > b for x, b in zip(v, speed[ref]))}
+            for k, v in speed.items() if k not in (base, f"{base} cpu")
+            for ref in [f"{base} cpu" if k.endswith(" cpu") else base]}
+        report[f"same_output_as_{base}"] = {k: sum(x == y for x, y in zip(v, outs[base])) / len(lines)
+                                            for k, v in outs.items() if k != base}
+    if a.reference:
+        from xlpe.evaluate.bleu import corpus_scores
+        refs = open(a.reference, encoding="utf-8").read().splitlines()[:len(lines)]
+        report["bleu"] = {k: round(corpus_scores(v, refs, metrics=("bleu",))["bleu"].score, 2)
+                          for k, v in outs.items()}
+    return report
 
 
 if __name__ == "__main__":

@@ -202,8 +202,8 @@ def test_beam_decodes_only_live_beams(stop, monkeypatch):
 
 def test_decoding_dtype_is_checked():
     m = random_model()
-    with pytest.raises(ConfigError, match="unknown decoding dtype 'int8'"):
-        decoding_model(m, "int8")
+    with pytest.raises(ConfigError, match="unknown decoding dtype 'int4'"):
+        decoding_model(m, "int4")
     with pytest.raises(ConfigError, match="float16 needs a GPU"):
         decoding_model(m, "float16")
 

@@ -9,6 +9,7 @@ from xlpe.cli.shortcuts import add_shortcut_arguments, sources_from_args
 from xlpe.config import check_workers, parse_pairs
 from xlpe.errors import ConfigError
 from xlpe.infer.beam import STOP_RULES
+from xlpe.infer.shortlist import FREQUENT, PER_SOURCE
 from xlpe.infer.translate import Decoding, translate_file
 from xlpe.runtime import device_policy, limit_onednn_caches, resolve_device, retain_freed_memory, set_threads
 
@@ -39,9 +40,18 @@ def add_cli_arguments(p: argparse.ArgumentParser) -> None:
                         "conllu, preorderer (see xlpe.sources)")
     p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto")
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch's default)")
-    p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"),
+    p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16", "int8"),
                    help="weight type while decoding: bfloat16 is about twice as fast on CPUs with bf16 "
-                        "instructions (float16: GPU only)")
+                        "instructions (float16: GPU only; int8: the linear layers dynamically quantised, CPU only)")
+    p.add_argument("--shortlist", default=None, metavar="TABLE",
+                   help="score only a vocabulary shortlist per batch (faster, approximate; off by default): the "
+                        "table of each source piece's likely target pieces (xlpe.infer.shortlist)")
+    p.add_argument("--shortlist-build", nargs=2, default=None, metavar=("TRAIN_SRC", "TRAIN_TGT"),
+                   help="build the --shortlist table from this training text when it does not exist yet")
+    p.add_argument("--shortlist-size", nargs=2, type=int, default=[PER_SOURCE, FREQUENT],
+                   metavar=("PER_SOURCE", "FREQUENT"),
+                   help="when building: target pieces kept per source piece, most frequent target pieces always "
+                        "kept")
     p.add_argument("--progress", action="store_true", help="show a progress bar on stderr")
     p.add_argument("--skip-long", action="store_true",
                    help="write an empty line for a line longer than the model's limit (counted in a warning) "
@@ -57,6 +67,8 @@ def cli_main(args: argparse.Namespace) -> int:
     if policy.limit_onednn_caches:
         limit_onednn_caches()     # --dtype bfloat16: else oneDNN keeps a primitive per step shape (speed.md)
     channels = parse_pairs(args.channel, "--channel")
+    if args.shortlist_build and not args.shortlist:
+        raise ConfigError("--shortlist-build needs --shortlist TABLE (where the table is written)")
     if args.greedy and args.beam is not None:
         raise ConfigError("--greedy decodes without a beam: leave out --beam, or drop --greedy")
     decoding = Decoding(beam=5 if args.beam is None else args.beam, lenpen=args.lenpen, max_len_a=args.max_len_a,
@@ -64,6 +76,8 @@ def cli_main(args: argparse.Namespace) -> int:
                         greedy=args.greedy, beam_stop=args.beam_stop, dtype=args.dtype)
     n = translate_file(args.checkpoint, args.input, args.output, decoding=decoding, sources=sources_from_args(args),
                        channels=channels, preorder_processes=args.preorder_processes, chunk_size=args.chunk_size,
-                       device=args.device, progress=args.progress, skip_long=args.skip_long)
+                       device=args.device, progress=args.progress, skip_long=args.skip_long,
+                       shortlist=args.shortlist, shortlist_build=args.shortlist_build,
+                       shortlist_size=tuple(args.shortlist_size))
     log.info("translated %d lines", n)
     return 0

@@ -39,6 +39,10 @@ once, as one block of K queries, and never reordered when beams are re-ranked); 
 decoded (one per sentence at the first step; fewer than K as the exhaust rule's beam shrinks: a fifth of its
 rows on Multi30k were dead beams); decoding runs under ``torch.inference_mode``.
 
+A vocabulary shortlist (``shortlist=``, :mod:`xlpe.infer.shortlist`; off by default) scores only the batch's
+likely target pieces: the output projection and the log-softmax run over that subset, so the probabilities are
+normalised over it. Without one the code path is the one described above.
+
 Verified in ``tests/test_beam.py``: ``beam=1`` equals greedy for every ``lenpen`` and both rules; the fairseq
 rule equals a plain re-implementation of it; a batch equals
 sentence-by-sentence decoding (tokens, scores, attention); a beam wide enough to keep every prefix returns the
@@ -57,6 +61,7 @@ import torch
 from torch import Tensor
 
 from xlpe.errors import ConfigError
+from xlpe.infer.shortlist import BatchVocab, Shortlist
 from xlpe.nn.transformer import DecoderCache, EncoderOut, Transformer
 from xlpe.runtime import check_memory
 
@@ -112,25 +117,30 @@ def _max_lengths(enc: EncoderOut, a: float, b: float, cap: int) -> Tensor:
 
 
 def _next_candidates(model: Transformer, tokens: Tensor, enc: EncoderOut, cache: DecoderCache, layer: int | None,
-                     step: int, max_len: Tensor, k: int,
-                     slots: tuple[Tensor, int] | None = None) -> tuple[Tensor, Tensor, Tensor | None]:
+                     step: int, max_len: Tensor, k: int, slots: tuple[Tensor, int] | None = None,
+                     vocab: BatchVocab | None = None) -> tuple[Tensor, Tensor, Tensor | None]:
     """The ``k`` most probable next tokens after ``tokens (N, 1)`` and their log-probabilities (normalised over
-    the whole vocabulary), best first: ``(logprobs (N, k), ids (N, k))``; PAD/BOS never, EOS alone at
-    ``step >= max_len`` (the rest -inf); plus the head-averaged attention ``(N, S)`` of decoder layer ``layer``
-    if asked. ``slots``: the rows' places in a grid of K per memory row (:meth:`Transformer.decode`)."""
+    the whole vocabulary, or over the shortlist ``vocab``), best first: ``(logprobs (N, k), ids (N, k))``; PAD/BOS
+    never, EOS alone at ``step >= max_len`` (the rest -inf); plus the head-averaged attention ``(N, S)`` of decoder
+    layer ``layer`` if asked. ``slots``: the rows' places in a grid of K per memory row (:meth:`Transformer.decode`)."""
     cfg = model.cfg
-    out = model.decode(tokens, enc, need_attn_layer=layer, cache=cache, memory_slots=slots)
+    out = model.decode(tokens, enc, need_attn_layer=layer, cache=cache, memory_slots=slots,
+                       output=None if vocab is None else vocab.weight)
     logits, attn = out if layer is not None else (out, None)
     lp = torch.log_softmax(logits[:, -1].float(), dim=-1)
+    eos_col = cfg.eos_id if vocab is None else vocab.eos_col
     force = step >= max_len
     if bool(force.any()):
-        eos = lp[:, cfg.eos_id].clone()
+        eos = lp[:, eos_col].clone()
         lp[force] = NEG_INF
-        lp[force, cfg.eos_id] = eos[force]
-    lp[:, cfg.pad_id] = NEG_INF
-    if cfg.bos_id != cfg.eos_id:
-        lp[:, cfg.bos_id] = NEG_INF
+        lp[force, eos_col] = eos[force]
+    if vocab is None:       # a shortlist holds neither
+        lp[:, cfg.pad_id] = NEG_INF
+        if cfg.bos_id != cfg.eos_id:
+            lp[:, cfg.bos_id] = NEG_INF
     top, ids = chunked_topk(lp, k)
+    if vocab is not None:
+        ids = vocab.ids[ids]
     return top, ids, None if attn is None else attn.mean(1)[:, -1].float()
 
 
@@ -164,13 +174,16 @@ def chunked_topk(x: Tensor, k: int, chunk: int | None = None) -> tuple[Tensor, T
 
 
 def greedy(model: Transformer, src: Tensor, channels: dict[str, Tensor] | None = None, max_len_a: float = 1.2,
-           max_len_b: float = 10, return_attn_layer: int | None = None) -> list[Hypothesis]:
+           max_len_b: float = 10, return_attn_layer: int | None = None,
+           shortlist: Shortlist | None = None) -> list[Hypothesis]:
     """Greedy decoding of a right-padded source batch ``(B, S)``; one :class:`Hypothesis` per sentence.
     A sentence that has produced EOS leaves the live batch (its decoder row, memory row and cached keys/values
-    are dropped), so later steps cost nothing for it."""
+    are dropped), so later steps cost nothing for it. ``shortlist``: score only the batch's shortlist
+    (:mod:`xlpe.infer.shortlist`; None = the whole vocabulary)."""
     cfg = model.cfg
     with _eval_mode(model, inference=True):
         enc = model.encode(src, channels)
+        vocab = _batch_vocab(model, src, shortlist)
         B, S = src.shape
         dev = src.device
         src_len = (~enc.src_pad_mask).sum(1)
@@ -183,7 +196,7 @@ def greedy(model: Transformer, src: Tensor, channels: dict[str, Tensor] | None =
         last = torch.full((B, 1), cfg.bos_id, dtype=torch.long, device=dev)
         cache = DecoderCache()
         for t in range(steps):
-            best, nxt, a = _next_candidates(model, last, enc, cache, return_attn_layer, t, max_len, 1)
+            best, nxt, a = _next_candidates(model, last, enc, cache, return_attn_layer, t, max_len, 1, vocab=vocab)
             out[active, t] = nxt[:, 0]
             logprob[active] += best[:, 0].double()
             if attn is not None:
@@ -209,12 +222,13 @@ def greedy(model: Transformer, src: Tensor, channels: dict[str, Tensor] | None =
 def beam_search(model: Transformer, src: Tensor, channels: dict[str, Tensor] | None = None, beam: int = 5,
                 lenpen: float = 0.6, max_len_a: float = 1.2, max_len_b: float = 10,
                 return_attn_layer: int | None = None, lenpen_style: str = "fairseq",
-                stop: str = "exhaust") -> list[Hypothesis]:
+                stop: str = "exhaust", shortlist: Shortlist | None = None) -> list[Hypothesis]:
     """Beam search over a right-padded source batch ``(B, S)``, all sentences and beams at once (``B * beam``
     decoder rows). Returns the best finished hypothesis of every sentence; see the module docstring for the
     length penalty and the stopping rule. ``return_attn_layer`` (0-based, negative from the top) adds the
     head-averaged encoder-decoder attention of that decoder layer to each hypothesis. ``stop``: ``"fairseq"``
-    or ``"exhaust"`` (module docstring)."""
+    or ``"exhaust"`` (module docstring). ``shortlist``: score only the batch's shortlist (:mod:`xlpe.infer.shortlist`;
+    None = the whole vocabulary)."""
     if beam < 1:
         raise ConfigError(f"beam must be >= 1, got {beam}")
     if stop not in STOP_RULES:
@@ -223,15 +237,16 @@ def beam_search(model: Transformer, src: Tensor, channels: dict[str, Tensor] | N
     cfg, K = model.cfg, beam
     keep_k = stop == "fairseq"                    # fairseq: K live hypotheses at every step
     C = 2 * K if keep_k else K                    # candidates ranked per sentence
-    kk = min(C, cfg.tgt_vocab)                    # candidates taken from each beam
     with _eval_mode(model, inference=True):
         enc = model.encode(src, channels)   # one memory row per sentence, shared by its K beams (decoder rows)
+        vocab = _batch_vocab(model, src, shortlist)
+        kk = min(C, cfg.tgt_vocab if vocab is None else vocab.ids.numel())   # candidates taken from each beam
         src_len = (~enc.src_pad_mask).sum(1)
         max_len = _max_lengths(enc, max_len_a, max_len_b, cfg.max_len)
         steps = int(max_len.max()) + 1
         _check_beam_memory(src.shape, K, steps, cfg, return_attn_layer is not None)
         fin = _Finished(src.shape, K, steps, cfg.pad_id, return_attn_layer is not None, src.device)
-        beams = _Beams(enc, max_len, src.shape, K, steps, cfg, return_attn_layer is not None)
+        beams = _Beams(enc, max_len, src.shape, K, steps, cfg, return_attn_layer is not None, vocab)
         for t in range(steps):
             top_s, beam_i, tok_i = beams.extensions(model, t, kk, C, return_attn_layer)
             is_eos = tok_i.eq(cfg.eos_id)
@@ -257,6 +272,14 @@ def beam_search(model: Transformer, src: Tensor, channels: dict[str, Tensor] | N
             if bool(done.any()):
                 beams.drop(done)
     return fin.best(src_len)
+
+
+def _batch_vocab(model: Transformer, src: Tensor, shortlist: Shortlist | None) -> BatchVocab | None:
+    """The shortlist of the batch ``src`` with its output-projection rows, or None without a shortlist."""
+    if shortlist is None:
+        return None
+    cfg = model.cfg
+    return shortlist.batch(src, model.output_weight, (cfg.pad_id, cfg.bos_id, cfg.eos_id))
 
 
 def beam_memory(shape: tuple[int, int], K: int, steps: int, cfg, want_attn: bool) -> int:
@@ -285,9 +308,9 @@ class _Beams:
     decoded; the decoder cache holds their rows in that order. ``attn``: each slot's attention rows."""
 
     def __init__(self, enc: EncoderOut, max_len: Tensor, shape: tuple[int, int], K: int, steps: int, cfg,
-                 want_attn: bool):
+                 want_attn: bool, vocab: BatchVocab | None = None):
         (B, S), dev = shape, max_len.device
-        self.enc, self.max_len, self.K, self.cfg = enc, max_len, K, cfg
+        self.enc, self.max_len, self.K, self.cfg, self.vocab = enc, max_len, K, cfg, vocab
         self.active = torch.arange(B, device=dev)
         self.tokens = torch.full((B * K, steps + 1), cfg.pad_id, dtype=torch.long, device=dev)
         self.tokens[:, 0] = cfg.bos_id
@@ -309,10 +332,10 @@ class _Beams:
         n = self.active.numel()
         if live.numel() == n * K:     # every slot live (the fairseq rule after step 0): the plain grid
             lp_k, tok_k, a = _next_candidates(model, self.tokens[:, t:t + 1], self.enc, self.cache, layer, t,
-                                              self.max_len.repeat_interleave(K), kk)
+                                              self.max_len.repeat_interleave(K), kk, vocab=self.vocab)
         else:
             lp_c, tok_c, a = _next_candidates(model, self.tokens[live, t:t + 1], self.enc, self.cache, layer, t,
-                                              self.max_len[live // K], kk, slots=(live, K))
+                                              self.max_len[live // K], kk, slots=(live, K), vocab=self.vocab)
             lp_k = torch.full((n * K, kk), NEG_INF, dtype=lp_c.dtype, device=dev).index_copy_(0, live, lp_c)
             tok_k = torch.full((n * K, kk), self.cfg.pad_id, dtype=torch.long, device=dev).index_copy_(0, live,
                                                                                                        tok_c)

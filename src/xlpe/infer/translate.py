@@ -35,6 +35,7 @@ from xlpe.errors import ConfigError, FormatError
 from xlpe.io.text import read_lines, tokenize
 from xlpe.runtime import resolve_device, warn_if_emulated_bf16
 from xlpe.io.atomic import check_outputs
+from xlpe.infer.shortlist import FREQUENT, PER_SOURCE, Shortlist, prepare_shortlist
 from xlpe.nn.positions import required_inputs
 from xlpe.sources import SourceSpec, channel_specs, check_channels, check_read, open_sources, source_paths
 
@@ -57,8 +58,9 @@ def model_device(model: torch.nn.Module) -> torch.device:
     return p.device if p is not None else torch.device("cpu")
 
 
-#: weight types for decoding (``dtype``): bf16 halves the matrix-multiply time on CPUs with bf16 instructions
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+#: weight types for decoding (``dtype``): bf16 halves the matrix-multiply time on CPUs with bf16 instructions;
+#: ``int8`` is float32 with the linear layers quantised (:func:`decoding_model`)
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "int8": torch.float32}
 
 
 def check_dtype(dtype: str, device: torch.device) -> None:
@@ -67,6 +69,8 @@ def check_dtype(dtype: str, device: torch.device) -> None:
         raise ConfigError(f"unknown decoding dtype {dtype!r}; valid: {', '.join(DTYPES)}")
     if dtype == "float16" and device.type == "cpu":
         raise ConfigError("dtype float16 needs a GPU; on CPU use bfloat16")
+    if dtype == "int8" and device.type != "cpu":
+        raise ConfigError("dtype int8 (torch's dynamic quantisation) runs on CPU only")
     if dtype == "bfloat16":
         warn_if_emulated_bf16(device, "dtype float32 (--dtype float32) decodes in float32")
 
@@ -74,23 +78,40 @@ def check_dtype(dtype: str, device: torch.device) -> None:
 def decoding_model(model: torch.nn.Module, dtype: str = "float32",
                    device: torch.device | str | None = None) -> torch.nn.Module:
     """``model`` with weights of type ``dtype`` (``float32`` | ``bfloat16`` | ``float16``, the last on GPU
-    only): the model itself when they already are, else a cast copy (the caller's model is left as it is)."""
+    only): the model itself when they already are, else a cast copy (the caller's model is left as it is).
+    ``int8``: a copy whose ``nn.Linear`` layers are torch's dynamically quantised ones
+    (``torch.ao.quantization.quantize_dynamic``: int8 weights, activations quantised per product, float32
+    outputs; CPU only); the output projection (the embedding table when tied) and the rest stay float32."""
     check_dtype(dtype, torch.device(device) if device is not None else model_device(model))
+    if dtype == "int8":
+        if is_quantized(model):
+            return model
+        return torch.ao.quantization.quantize_dynamic(copy.deepcopy(model).float(), {torch.nn.Linear},
+                                                      dtype=torch.qint8)
     p = next(model.parameters(), None)
-    if p is None or p.dtype == DTYPES[dtype]:
+    if p is None or (p.dtype == DTYPES[dtype] and not is_quantized(model)):
         return model
+    if is_quantized(model):
+        raise ConfigError(f"the model's linear layers are quantised to int8: it cannot decode as {dtype}")
     return copy.deepcopy(model).to(DTYPES[dtype])
+
+
+def is_quantized(model: torch.nn.Module) -> bool:
+    """Whether ``model`` holds dynamically quantised linear layers (:func:`decoding_model` with ``int8``)."""
+    return any(isinstance(m, torch.ao.nn.quantized.dynamic.Linear) for m in model.modules())
 
 
 def translate_data(model: torch.nn.Module, data: ParallelData, tgt_subword: SubwordModel, *, beam: int = 5,
                    lenpen: float = 0.6, max_len_a: float = 1.2, max_len_b: float = 10, batch_size: int = 64,
                    max_tokens: int | None = None, greedy: bool = False, beam_stop: str = "exhaust",
-                   device: torch.device | str | None = None, dtype: str = "float32") -> list[str]:
+                   device: torch.device | str | None = None, dtype: str = "float32",
+                   shortlist: Shortlist | None = None) -> list[str]:
     """Decode every source sentence of ``data``; returns detokenised strings in the order of ``data``.
 
     Batches hold at most ``batch_size`` sentences and (when given) ``max_tokens`` padded source tokens;
     sentences are sorted by length to keep padding low, and the output order is restored. ``dtype``: the
     weights' type while decoding (:func:`decoding_model`; log-probabilities are always summed in float).
+    ``shortlist``: score only each batch's vocabulary shortlist (:mod:`xlpe.infer.shortlist`; off by default).
     """
     from xlpe.infer.beam import beam_search, greedy as greedy_search
 
@@ -109,10 +130,11 @@ def translate_data(model: torch.nn.Module, data: ParallelData, tgt_subword: Subw
             it.tgt = None                       # decoding needs the source side only
         b = collate(items).to(device)
         if greedy:
-            hyps = greedy_search(model, b.src, b.channels, max_len_a=max_len_a, max_len_b=max_len_b)
+            hyps = greedy_search(model, b.src, b.channels, max_len_a=max_len_a, max_len_b=max_len_b,
+                                 shortlist=shortlist)
         else:
             hyps = beam_search(model, b.src, b.channels, beam=beam, lenpen=lenpen, max_len_a=max_len_a,
-                               max_len_b=max_len_b, stop=beam_stop)
+                               max_len_b=max_len_b, stop=beam_stop, shortlist=shortlist)
         for i, h in zip(idx, hyps):
             out[i] = tgt_subword.decode_ids(h.tokens)
     return out  # type: ignore[return-value]
@@ -126,7 +148,7 @@ def translate_lines(model: torch.nn.Module, subwords: Subwords, lines: Iterable[
                     channel_level: str | Mapping[str, str] = "word",
                     device: torch.device | str | None = None, source_name: str = "<input>",
                     first_line: int = 1, skip_long: bool = False, counts: dict | None = None,
-                    dtype: str = "float32") -> list[str]:
+                    dtype: str = "float32", shortlist: Shortlist | None = None) -> list[str]:
     """Translate raw lines; exactly one output per input line, in input order (empty in, empty out).
 
     Args:
@@ -146,8 +168,10 @@ def translate_lines(model: torch.nn.Module, subwords: Subwords, lines: Iterable[
         source_name, first_line: how errors name the input (``file:line``).
         skip_long: a line longer than the model's ``max_len`` gets an empty output line (counted in
             ``counts["skipped_long"]``) instead of stopping with an error.
-        dtype: the weights' type while decoding, ``float32`` | ``bfloat16`` | ``float16`` (GPU); a model of
-            another type is cast on a copy (:func:`decoding_model`).
+        dtype: the weights' type while decoding, ``float32`` | ``bfloat16`` | ``float16`` (GPU) | ``int8``
+            (quantised linear layers, CPU); a model of another type is cast on a copy (:func:`decoding_model`).
+        shortlist: score only each batch's vocabulary shortlist (:mod:`xlpe.infer.shortlist`, e.g.
+            :func:`~xlpe.infer.shortlist.load_shortlist`): faster, approximate; None (default) = the whole vocabulary.
     """
     check_decoding(beam=beam, lenpen=lenpen, max_len_a=max_len_a, max_len_b=max_len_b, batch_size=batch_size,
                    max_tokens=max_tokens)
@@ -171,7 +195,7 @@ def translate_lines(model: torch.nn.Module, subwords: Subwords, lines: Iterable[
         counts["skipped_long"] = counts.get("skipped_long", 0) + data.skipped
     hyps = translate_data(model, data, tgt_sw, beam=beam, lenpen=lenpen, max_len_a=max_len_a, max_len_b=max_len_b,
                           batch_size=batch_size, max_tokens=max_tokens, greedy=greedy, beam_stop=beam_stop,
-                          device=device, dtype=dtype)
+                          device=device, dtype=dtype, shortlist=shortlist)
     for ln, h in zip(data.line_numbers.tolist(), hyps):      # 1-based positions among the kept lines
         out[keep[ln - 1]] = one_line(h)
     return out
@@ -205,7 +229,8 @@ class Decoding:
         greedy: greedy decoding instead of beam search; ``beam_stop``: the beam's stopping rule
             (``fairseq`` | ``exhaust``, see :mod:`xlpe.infer.beam`).
         dtype: the weights' type while decoding: ``float32`` (default), ``bfloat16`` (about twice the matrix
-            throughput on CPUs with bf16 instructions; BLEU in ``docs/results/speed.md``), ``float16`` (GPU).
+            throughput on CPUs with bf16 instructions; BLEU in ``docs/results/speed.md``), ``float16`` (GPU),
+            ``int8`` (the linear layers dynamically quantised, CPU; :func:`decoding_model`).
     """
 
     beam: int = 5
@@ -259,7 +284,9 @@ def translate_file(checkpoint: str | os.PathLike | Sequence[str | os.PathLike], 
                    output: str | os.PathLike = "-", *, decoding: Decoding = Decoding(),
                    sources: Sequence[SourceSpec] = (), channels: Mapping[str, str | ChannelSource] | None = None,
                    preorder_processes: int = 1, chunk_size: int = 10000, device: str = "auto",
-                   progress: bool = False, skip_long: bool = False) -> int:
+                   progress: bool = False, skip_long: bool = False, shortlist: str | os.PathLike | None = None,
+                   shortlist_build: tuple[str, str] | None = None,
+                   shortlist_size: tuple[int, int] = (PER_SOURCE, FREQUENT)) -> int:
     """Translate ``input`` (``-`` = stdin) into ``output`` (``-`` = stdout), ``chunk_size`` lines at a time.
 
     Args:
@@ -272,6 +299,9 @@ def translate_file(checkpoint: str | os.PathLike | Sequence[str | os.PathLike], 
             dependency trees: the tree channels the model reads, read once). A source that fills no channel the
             model reads is a :class:`ConfigError`.
         channels: channel by channel, ``{name: "[KIND:]PATH"}`` or source objects.
+        shortlist: a vocabulary shortlist table (:mod:`xlpe.infer.shortlist`; off by default), built from the
+            training text ``shortlist_build (source, target)`` with ``shortlist_size (per_source, frequent)``
+            when it does not exist yet (:func:`~xlpe.infer.shortlist.prepare_shortlist`).
 
     Returns the number of lines written. The output file appears only when the whole input is translated.
     An empty input is a :class:`FormatError` (most likely a wrong path or an upstream step that failed).
@@ -286,10 +316,13 @@ def translate_file(checkpoint: str | os.PathLike | Sequence[str | os.PathLike], 
     dev = resolve_device(device)
     check_dtype(decoding.dtype, dev)
     model, cfg, subwords = load_model(checkpoint, device=dev)
-    model = model.to(DTYPES[decoding.dtype])
+    # cast in place; int8: quantised once here, not per chunk
+    model = decoding_model(model, "int8", dev) if decoding.dtype == "int8" else model.to(DTYPES[decoding.dtype])
     if not decoding.greedy and decoding.beam > cfg.tgt_vocab:
         raise ConfigError(f"beam={decoding.beam} is larger than the model's target vocabulary ({cfg.tgt_vocab} "
                           f"pieces); give at most {cfg.tgt_vocab}")
+    table = prepare_shortlist(shortlist, cfg, subword_sides(subwords), shortlist_build, per_source=shortlist_size[0],
+                              frequent=shortlist_size[1]) if shortlist else None
     reads, who = required_inputs(cfg), f"the model (pe={list(cfg.pe)})"
     specs = channel_specs(sources, channels, reads=reads, who=who)
     check_channels(cfg, specs, "input", training=False)
@@ -309,7 +342,8 @@ def translate_file(checkpoint: str | os.PathLike | Sequence[str | os.PathLike], 
             if not chunk:
                 break
             hyps = translate_lines(model, subwords, chunk, channels=opened, device=dev, source_name=name,
-                                   first_line=n + 1, skip_long=skip_long, counts=counts, **decoding.options())
+                                   first_line=n + 1, skip_long=skip_long, counts=counts, shortlist=table,
+                                   **decoding.options())
             for h in hyps:
                 f.write(h + "\n")
             f.flush()

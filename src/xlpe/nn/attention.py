@@ -309,11 +309,35 @@ class MultiheadAttention(nn.Module):
             weights = None if weights is None else weights.index_select(0, slots)
         return self.out_proj(out), weights
 
+    def _stacked(self, names: str) -> tuple[Tensor, Tensor] | None:
+        """The weights and biases of the projections ``names`` (``"qkv"`` or ``"kv"``) stacked along the output, so
+        that one product replaces two or three; only at inference (eval mode, no autograd) and for plain
+        ``nn.Linear`` projections, else None. The stack is kept on the module (not a parameter, not in the state
+        dict) and built again whenever one of the parameters is another tensor, storage or version (an in-place
+        update such as an optimiser step or ``load_state_dict``), so it never goes stale."""
+        if self.training or torch.is_grad_enabled():
+            return None
+        lins = [getattr(self, f"{n}_proj") for n in names]
+        params = [p for lin in lins if type(lin) is nn.Linear for p in (lin.weight, lin.bias)]
+        if len(params) != 2 * len(lins) or any(p.is_inference() for p in params):
+            return None
+        key = tuple((id(p), p.data_ptr(), p._version) for p in params)
+        kept = self.__dict__.setdefault("_stacks", {})
+        if names not in kept or kept[names][0] != key:
+            kept[names] = key, (torch.cat([lin.weight for lin in lins]), torch.cat([lin.bias for lin in lins]))
+        return kept[names][1]
+
     def _self_qkv(self, x: Tensor, head_inputs: Sequence[HeadInput],
                   cache: dict[str, Tensor] | None) -> tuple[Tensor, Tensor, Tensor, int]:
         """Self-attention's Q, K, V ``(B, H, T, d_k)`` (K and V after the cached ones, which they join) and the
         number of keys cached before this step."""
-        q, k, v = (self._project(lin, x, head_inputs) for lin in (self.q_proj, self.k_proj, self.v_proj))
+        B, T, _ = x.shape
+        stacked = None if head_inputs else self._stacked("qkv")
+        if stacked is not None:      # one product; (B, T, 3, H, d_k) -> per projection (B, H, T, d_k)
+            qkv = F.linear(x, *stacked).view(B, T, 3, self.n_heads, self.d_k)
+            q, k, v = (qkv[:, :, i].transpose(1, 2) for i in range(3))
+        else:
+            q, k, v = (self._project(lin, x, head_inputs) for lin in (self.q_proj, self.k_proj, self.v_proj))
         offset = 0
         if cache is not None:
             if "k" in cache:
@@ -338,7 +362,12 @@ class MultiheadAttention(nn.Module):
         if cache is not None and "k" in cache:
             k, v = cache["k"], cache["v"]
         else:
-            k, v = (self._project(lin, memory, head_inputs) for lin in (self.k_proj, self.v_proj))
+            stacked = None if head_inputs else self._stacked("kv")
+            if stacked is not None:  # one product; (B_m, S, 2, H, d_k) -> per projection (B_m, H, S, d_k)
+                kv = F.linear(memory, *stacked).view(*memory.shape[:2], 2, self.n_heads, self.d_k)
+                k, v = kv[:, :, 0].transpose(1, 2), kv[:, :, 1].transpose(1, 2)
+            else:
+                k, v = (self._project(lin, memory, head_inputs) for lin in (self.k_proj, self.v_proj))
             if cache is not None:
                 cache["k"], cache["v"] = k, v
         return q, k, v

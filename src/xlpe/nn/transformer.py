@@ -150,7 +150,8 @@ class Decoder(nn.Module):
 
     def forward(self, tgt_in: Tensor, enc: EncoderOut, need_attn_layer: int | None = None,
                 cache: DecoderCache | None = None,
-                memory_slots: tuple[Tensor, int] | None = None, project: bool = True) -> tuple[Tensor, Tensor | None]:
+                memory_slots: tuple[Tensor, int] | None = None, project: bool = True,
+                output: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
         c = self.cfg
         start = 0 if cache is None else cache.length
         pos = torch.arange(start, start + tgt_in.shape[1], device=tgt_in.device)
@@ -170,7 +171,7 @@ class Decoder(nn.Module):
             cache.length += tgt_in.shape[1]
         if not project:
             return x, attn
-        logits = x @ self.output_weight.t()
+        logits = x @ (self.output_weight if output is None else output).t()
         return logits, attn
 
     @property
@@ -216,21 +217,23 @@ class Transformer(nn.Module):
 
     def decode(self, tgt_in: Tensor, enc_out: EncoderOut, need_attn_layer: int | None = None,
                cache: DecoderCache | None = None,
-               memory_slots: tuple[Tensor, int] | None = None) -> Tensor | tuple[Tensor, Tensor]:
+               memory_slots: tuple[Tensor, int] | None = None,
+               output: Tensor | None = None) -> Tensor | tuple[Tensor, Tensor]:
         """Logits ``(B, T, V)`` for decoder input ``tgt_in`` (only the new tokens when ``cache`` is given; the
         cache is updated in place). With ``need_attn_layer`` (0-based, negative counts from the top) also that
         layer's encoder-decoder attention per head, ``(B, H, T, S)``: returns ``(logits, attn)``.
 
         ``enc_out`` may have fewer rows than ``tgt_in``: with ``memory_slots = None`` each memory row serves
         ``B / B_m`` consecutive decoder rows (the beams of a sentence); with ``memory_slots = (slots, g)`` decoder
-        row ``i`` is slot ``slots[i]`` of ``B_m * g`` (beam search decoding only the live beams)."""
+        row ``i`` is slot ``slots[i]`` of ``B_m * g`` (beam search decoding only the live beams). ``output``: rows
+        of :attr:`output_weight` to score instead of all of them (a vocabulary shortlist): logits ``(B, T, V')``."""
         layer = None
         if need_attn_layer is not None:
             n = self.cfg.dec_layers
             if not -n <= need_attn_layer < n:
                 raise ConfigError(f"need_attn_layer={need_attn_layer} but the decoder has {n} layers")
             layer = need_attn_layer % n
-        logits, attn = self.decoder(tgt_in, enc_out, layer, cache, memory_slots)
+        logits, attn = self.decoder(tgt_in, enc_out, layer, cache, memory_slots, output=output)
         return logits if layer is None else (logits, attn)
 
 

@@ -1,0 +1,126 @@
+"""Decoding's speed options and internals: vocabulary shortlists (xlpe.infer.shortlist), int8 linear layers and
+the stacked projections of a decoding step."""
+
+import pytest
+import torch
+
+from _nmt_toy import toy, trained_checkpoint  # noqa: F401  (toy is a fixture)
+from xlpe.errors import ConfigError, FormatError
+from xlpe.infer.beam import beam_search, greedy
+from xlpe.infer.translate import check_dtype, decoding_model, is_quantized
+from xlpe.infer.shortlist import build_shortlist, load_shortlist, prepare_shortlist
+from xlpe.nn.checkpoint import load_model
+from xlpe.nn.transformer import TransformerConfig, build_model
+
+
+def tiny_model(seed=0):
+    torch.manual_seed(seed)
+    return build_model(TransformerConfig.from_preset("tiny", src_vocab_size=40)).eval()
+
+
+def batch(cfg, seed=1, B=5, S=7):
+    g = torch.Generator().manual_seed(seed)
+    src = torch.randint(4, cfg.src_vocab_size, (B, S), generator=g)
+    src[:, -1] = cfg.eos_id
+    src[0, 4:] = cfg.pad_id
+    src[0, 3] = cfg.eos_id
+    return src
+
+
+def test_table_ranks_cooccurrence_and_keeps_the_frequent_pieces():
+    # source 5 always meets target 9, once target 8; target 7 is in every sentence (the most frequent one)
+    pairs = [([5, 6], [7, 9]), ([5], [7, 9, 8]), ([6], [7, 8]), ([4], [7, 10])]
+    sl = build_shortlist(pairs, 12, 12, per_source=2, frequent=1, exclude=(0, 2))
+    assert sl.frequent.tolist() == [7]
+    assert sl.table[5].tolist() == [9, 8]           # 2/2 before 1/2; 7 is left to the frequent list
+    assert sl.table[6].tolist() == [8, 9]           # 1/2 each: the smaller id first
+    assert sl.table[4].tolist() == [10, -1]
+    assert sl.table[0].tolist() == [-1, -1]         # PAD (never in a source) lists nothing
+    w = torch.randn(12, 3)
+    v = sl.batch(torch.tensor([[5, 3, 0]]), w, (0, 2, 3))
+    assert v.ids.tolist() == [3, 7, 8, 9]           # the lists of 5 and EOS(3, none), the frequent piece, EOS
+    assert v.ids[v.eos_col] == 3 and torch.equal(v.weight, w[v.ids])
+
+
+def test_save_load_and_the_errors(tmp_path):
+    sl = build_shortlist([([5], [9])], 12, 12, per_source=1, frequent=0)
+    sl.save(tmp_path / "t.pt")
+    back = load_shortlist(tmp_path / "t.pt")
+    assert torch.equal(back.table, sl.table) and back.tgt_vocab == 12
+    torch.save({"x": torch.zeros(1)}, tmp_path / "other.pt")
+    with pytest.raises(FormatError, match="not a shortlist"):
+        load_shortlist(tmp_path / "other.pt")
+    cfg = tiny_model().cfg
+    with pytest.raises(ConfigError, match="shortlist-build"):
+        prepare_shortlist(tmp_path / "missing.pt", cfg, (None, None))
+    with pytest.raises(ConfigError, match="vocabularies of 12 source"):
+        prepare_shortlist(tmp_path / "t.pt", cfg, (None, None))
+
+
+def test_decoding_with_a_shortlist_stays_inside_it_and_with_every_piece_picks_the_same_tokens():
+    m = tiny_model()
+    cfg = m.cfg
+    src = batch(cfg)
+    every = build_shortlist([([4], list(range(cfg.tgt_vocab)))], cfg.src_vocab_size, cfg.tgt_vocab,
+                            per_source=0, frequent=cfg.tgt_vocab, exclude=(cfg.pad_id, cfg.bos_id))
+    # greedy's choice per step is the row's argmax, which a normaliser without PAD and BOS does not move
+    assert [h.tokens for h in greedy(m, src, shortlist=every)] == [h.tokens for h in greedy(m, src)]
+    pairs = [([s], [(3 * s) % cfg.tgt_vocab, (5 * s) % cfg.tgt_vocab]) for s in range(4, cfg.src_vocab_size)]
+    small = build_shortlist(pairs, cfg.src_vocab_size, cfg.tgt_vocab, per_source=2, frequent=3,
+                            exclude=(cfg.pad_id, cfg.bos_id))
+    allowed = set(small.batch(src, m.output_weight, (cfg.pad_id, cfg.bos_id, cfg.eos_id)).ids.tolist())
+    assert len(allowed) < cfg.tgt_vocab - 2
+    for stop in ("exhaust", "fairseq"):
+        for h in beam_search(m, src, beam=3, stop=stop, shortlist=small):
+            assert set(h.tokens) <= allowed and h.score <= 0
+    assert all(set(h.tokens) <= allowed for h in greedy(m, src, shortlist=small))
+
+
+def test_stacked_projections_follow_weight_changes():
+    m = tiny_model()
+    src = batch(m.cfg)
+    with torch.no_grad():
+        before = m.decode(src[:, :4], m.encode(src))
+        for p in m.parameters():           # an in-place update, as an optimiser step or load_state_dict makes
+            p.mul_(1.5)
+        after = m.decode(src[:, :4], m.encode(src))
+    with torch.enable_grad():              # the separate projections (autograd on): the reference
+        expect = m.decode(src[:, :4], m.encode(src))
+    assert not torch.allclose(before, after)
+    assert torch.allclose(after, expect, atol=1e-5)
+
+
+def test_cli_builds_the_table_once_and_decodes_inside_the_shortlist(toy, tmp_path, capsys):  # noqa: F811
+    from xlpe.cli import main
+    ckpt = trained_checkpoint(toy, tmp_path)
+    model, cfg, (sw, _) = load_model(ckpt)
+    inp, out, table = tmp_path / "in.txt", tmp_path / "out.txt", tmp_path / "shortlist.pt"
+    inp.write_text("w1 w2 w3\nw4 w5\n", encoding="utf-8")
+    args = ["translate", "--checkpoint", str(ckpt), "--input", str(inp), "--output", str(out), "--threads", "1",
+            "--shortlist", str(table)]
+    assert main(args + ["--shortlist-build", str(toy["src"]), str(toy["tgt"]), "--shortlist-size", "2", "5"]) == 0
+    sl = load_shortlist(table)
+    assert sl.table.shape == (cfg.src_vocab_size, 2) and sl.frequent.numel() == 5
+    lines = out.read_text(encoding="utf-8").splitlines()
+    allowed = set(sw.sp.id_to_piece(i) for i in sl.frequent.tolist() + sl.table.flatten().tolist() if i >= 0)
+    assert len(lines) == 2 and all(set(sw.encode(line.split()).pieces) <= allowed for line in lines if line)
+    table.write_bytes(b"not a table")             # an existing table is read, never built again
+    assert main(args + ["--shortlist-build", str(toy["src"]), str(toy["tgt"])]) != 0
+    assert "not a shortlist table" in capsys.readouterr().err
+
+
+def test_int8_decoding_quantises_a_copy_of_the_linear_layers_once():
+    m = tiny_model()
+    src = batch(m.cfg)
+    q = decoding_model(m, "int8")
+    assert is_quantized(q) and not is_quantized(m) and decoding_model(q, "int8") is q
+    with pytest.raises(ConfigError, match="quantised"):
+        decoding_model(q, "bfloat16")
+    with pytest.raises(ConfigError, match="CPU only"):
+        check_dtype("int8", torch.device("cuda"))
+    # int8 weights move the log-probabilities a little, not a lot
+    tgt = torch.full((src.shape[0], 1), m.cfg.bos_id)
+    with torch.inference_mode():
+        lp_f, lp_q = (torch.log_softmax(x.decode(tgt, x.encode(src)), -1) for x in (m, q))
+    assert 0 < float((lp_f - lp_q).abs().max()) < 0.2
+    assert len(greedy(q, src)) == src.shape[0]
