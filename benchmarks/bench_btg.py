@@ -30,6 +30,9 @@ The settings measured and their results are in ``docs/results/reorder.md``; ``--
 Quick look on a subset::
 
     python benchmarks/bench_btg.py --train-limit 3000 --iterations 2
+
+``--score-iterations`` scores the dev part (the first ``--dev-lines`` gold sentences) and the rest after every
+iteration (``gold_tau_by_iteration``), so one run gives the curve the iteration count is chosen on.
 """
 
 from __future__ import annotations
