@@ -4,9 +4,9 @@ the same machine noise); prints one JSON object with medians over rounds and the
     python benchmarks/bench_ctranslate2.py --checkpoint runs/x/checkpoint_best.pt --input test.src \\
         [--sentences 500 --beam 5 --rounds 3 --threads 1 --batch 64 --dtype float32|bfloat16 --compute-type int8]
 
-The model must be exportable (``pe = ['ape']``; ``xlpe export``). Sentences/s count decoding only (the
-tokenisation into pieces and the model loading are outside the timed part, for both). CTranslate2's length
-limit is xlpe's rule (1.2 S + 10) at the longest input: it has no per-sentence rule.
+The model must be exportable (``pe`` of ``ape``, ``learned`` or ``rpe`` alone; ``xlpe export``). Sentences/s
+count decoding only (the tokenisation into pieces and the model loading are outside the timed part, for both).
+CTranslate2's length limit is xlpe's rule (1.2 S + 10) at the longest input: it has no per-sentence rule.
 """
 
 from __future__ import annotations

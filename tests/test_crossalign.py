@@ -739,3 +739,19 @@ def test_adamw_implementation_is_an_option(corpus, tmp_path, monkeypatch):
     assert all(torch.allclose(a[k], b[k], rtol=1e-4, atol=1e-6) for k in a if "key.bias" not in k)
     with pytest.raises(ConfigError, match="adam must be one of"):
         _quick(adam="sgd")
+
+
+def test_cli_train_into_a_folder_another_run_holds_stops_before_writing(corpus, encoder_dir, tmp_path, capsys):
+    from xlpe.io.process import FolderLock
+    from xlpe.io.process import RUN_LOCK
+    out = tmp_path / "held"
+    out.mkdir()
+    lock = FolderLock(out, RUN_LOCK, "Cross-Align training run")
+    try:
+        assert main(["crossalign", "train", "--init", str(encoder_dir), "--src", str(corpus[0]), "--tgt",
+                     str(corpus[1]), "--out", str(out), "--n", "1", "--tlm-max-steps", "1", "--ssa-max-steps", "1",
+                     "--no-progress", "--attn-implementation", "eager"]) != 0
+    finally:
+        lock.release()
+    assert f"process {os.getpid()} on this host" in capsys.readouterr().err
+    assert sorted(p.name for p in out.iterdir()) == [RUN_LOCK]             # nothing written

@@ -112,7 +112,8 @@ def test_embedding_sharing_and_tying():
 
 # --- padding invariance -------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("pe", [["none"], ["ape"], ["learned"], ["rpe"], ["ape", "rpe"], ["learned", "rpe"]])
+@pytest.mark.parametrize("pe", [["none"], ["ape"], ["learned"], ["rpe"], ["ape", "rpe"], ["learned", "rpe"],
+                                ["disan"], ["ape", "disan"], ["rpe", "disan"]])
 @pytest.mark.parametrize("pre_norm", [False, True])
 def test_padding_never_changes_real_positions(pe, pre_norm):
     torch.manual_seed(0)

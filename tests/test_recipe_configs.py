@@ -19,6 +19,7 @@ CASES = {
     "structural-pe": (BUILTIN, ["data", "experiment", "model", "train", "experiment.preorder",
                                 "experiment.pe_options"]),
     "dpe": (BUILTIN, ["data", "experiment", "model", "train", "experiment.preorder"]),
+    "compare": (BUILTIN, ["data", "experiment", "model", "train", "experiment.preorder", "experiment.pe_options"]),
     "cross-align": (["data.pairs=['zhen']"], ["data", "experiment", "model", "train", "experiment.fig3_train"]),
 }
 

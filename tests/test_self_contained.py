@@ -2,9 +2,9 @@
 path under a home, root, work or temporary folder) or a working session by number ("session" and a digit).
 
 Its files are the ones git tracks, plus untracked ones that .gitignore does not hide (outside a git clone: every
-file but caches and run outputs). The results pages in EXCLUDED are excluded until they are rewritten as findings
-pages (they still hold their history); .gitignore is excluded because its lines are patterns relative to the
-repository, not paths of a machine.
+file but caches and run outputs). .gitignore is excluded because its lines are patterns relative to the
+repository, not paths of a machine. The results overview links every findings page, and the findings pages keep to
+120 characters a line.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-EXCLUDED = ("docs/results/README.md", "docs/results/xl-pe.md", "docs/results/dpe.md", "docs/results/structural.md",
-            "docs/results/nn.md", "docs/results/runs/", ".gitignore")
+RESULTS = ROOT / "docs" / "results"
+EXCLUDED = (".gitignore",)
 SKIPPED_DIRS = {".git", "__pycache__", ".pytest_cache", ".hypothesis", "runs", "demo-out", "build", "dist", ".venv"}
 SESSION = re.compile(r"\bsessions? [0-9]", re.IGNORECASE)
 MACHINE_PATH = re.compile(r"(?<![\w.~-])/(?:work|root|home|tmp|Users)/")
@@ -61,3 +61,18 @@ def test_the_patterns_catch_what_they_are_for():
         assert MACHINE_PATH.search(path), path
     for path in ("../shared/data", "runs/work/x", "src/xlpe/cli", "https://example.org/tmp/x"):
         assert not MACHINE_PATH.search(path), path
+
+
+def test_the_results_overview_links_every_findings_page():
+    overview = (RESULTS / "README.md").read_text(encoding="utf-8")
+    linked = set(re.findall(r"\]\(([^)#\s]+)", overview))
+    pages = {p.name for p in RESULTS.glob("*.md")} - {"README.md"}
+    assert pages and pages <= linked, f"not linked from docs/results/README.md: {sorted(pages - linked)}"
+    assert all((RESULTS / link).exists() for link in linked), sorted(linked)
+
+
+def test_the_findings_pages_keep_to_120_characters():
+    pages = [p for p in sorted(RESULTS.rglob("*.md")) if not str(p.relative_to(ROOT)).startswith(EXCLUDED)]
+    long = [f"{p.relative_to(ROOT)}:{i}" for p in pages
+            for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if len(line) > 120]
+    assert not long, long

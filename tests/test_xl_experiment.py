@@ -314,3 +314,12 @@ def test_reports_name_the_parts_of_a_split_gold_set():
         "- test set: gold sentences 151–508 (the reported part of all 508); dev set: gold sentences 1–150 "
         "(validation and every choice; never reported as a result)"]
     assert gold_split_lines({"gold_split": {}}) == gold_split_lines({}) == []
+
+
+def test_report_header_names_the_t_test_each_comparison_uses():
+    """Same seeds make the t-test paired, different seeds Welch's: the header does not call a paired test Welch's."""
+    from xlpe.experiments.recipes.xl_pe_report import _header_lines
+    cfg = load_config(None, ["data.builtin='sov'", "train.max_updates=3"])
+    header = " ".join(_header_lines(cfg, {"data": {}, "preorder": {"level": "subword"}}))
+    assert "a t-test over the per-seed scores, paired when both systems ran the same seeds" in header
+    assert "Welch's otherwise" in header and "Welch's t-test over the per-seed scores (paired" not in header

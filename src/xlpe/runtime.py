@@ -1,7 +1,7 @@
 """The training runtime that every training loop shares (the NMT trainer, the Cross-Align trainer): the
 device, DDP set-up, autocast, seeds and RNG states, a progress bar, the metrics log, where to resume from,
-and the run record (command, configs, library versions); and the C allocator's set-up for decoding
-(:func:`retain_freed_memory`).
+and the run record (command, configs, library versions); and the process-wide settings that a CPU process takes
+(the C allocator, oneDNN's caches) when the device's policy (:func:`device_policy`, :mod:`xlpe.nn.device`) says.
 
 A loop owns its own code, as a torchtune recipe does, and calls these utilities::
 
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import ctypes
 import json
 import logging
 import os
@@ -29,11 +30,13 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 import torch
+import torch.distributed as dist
 
 from xlpe.config import check_workers
 from xlpe.errors import ConfigError, XlpeError
 from xlpe.io.atomic import atomic_write, blame
 from xlpe.io.process import die_with_parent
+from xlpe.nn.device import DevicePolicy, device_policy, policy_for  # noqa: F401  (the policy's API, re-exported)
 
 log = logging.getLogger("xlpe.runtime")
 
@@ -61,7 +64,6 @@ class Distributed:
         """``x`` summed over every rank."""
         if not self.enabled:
             return x
-        import torch.distributed as dist
         t = torch.tensor([x], dtype=torch.int64)
         dist.all_reduce(t)
         return int(t.item())
@@ -74,20 +76,17 @@ class Distributed:
         """Rank 0's ``obj`` on every rank."""
         if not self.enabled:
             return obj
-        import torch.distributed as dist
         box = [obj]
         dist.broadcast_object_list(box, src=0)
         return box[0]
 
     def barrier(self) -> None:
         if self.enabled:
-            import torch.distributed as dist
             dist.barrier()
 
     def close(self) -> None:
         """Tear down the process group if :func:`init_distributed` created it."""
         if self.initialized_here:
-            import torch.distributed as dist
             dist.destroy_process_group()
 
 
@@ -98,7 +97,6 @@ def init_distributed(device: str = "auto") -> Distributed:
     if world <= 1:
         return Distributed()
     die_with_parent(parent=os.getppid())
-    import torch.distributed as dist
     local = int(os.environ.get("LOCAL_RANK", "0"))
     here = False
     if not dist.is_initialized():
@@ -215,7 +213,6 @@ def retain_freed_memory(mmap_threshold_mb: int = 32) -> bool:
     libc = _glibc()
     if libc is None or any(k in os.environ for k in MALLOC_ENV):
         return False
-    import ctypes
     mallopt = libc.mallopt
     mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
     return bool(mallopt(_M_MMAP_THRESHOLD, mmap_threshold_mb << 20)) and bool(mallopt(_M_TRIM_THRESHOLD, _NEVER_TRIM))
@@ -233,7 +230,6 @@ def release_freed_memory() -> bool:
     libc = _glibc()
     if libc is None:
         return False
-    import ctypes
     trim = libc.malloc_trim
     trim.argtypes, trim.restype = (ctypes.c_size_t,), ctypes.c_int
     trim(0)
@@ -245,7 +241,6 @@ def _glibc():
     else None."""
     if sys.platform != "linux":
         return None
-    import ctypes
     try:
         libc = ctypes.CDLL(None)
         if not hasattr(libc, "gnu_get_libc_version") or not hasattr(libc, "malloc_trim"):   # musl and others
@@ -329,14 +324,15 @@ def warn_if_emulated_bf16(device: torch.device | str, fix: str) -> bool:
 
 
 def autocast_context(amp: str, device: torch.device) -> Callable[[], contextlib.AbstractContextManager]:
-    """A factory of autocast contexts: ``none`` (a no-op), ``bf16`` (GPU or CPU) or ``fp16`` (GPU only).
-    ``bf16`` on a CPU without bf16 instructions works, but slowly: :func:`warn_if_emulated_bf16` says so."""
+    """A factory of autocast contexts: ``none`` (a no-op) or a precision of the device's policy (``bf16`` on any
+    device, ``fp16`` on CUDA; :class:`xlpe.nn.device.DevicePolicy`). ``bf16`` on a CPU without bf16 instructions
+    works, but slowly: :func:`warn_if_emulated_bf16` says so."""
     if amp not in AMP_MODES:
         raise ConfigError(f"amp must be one of {', '.join(AMP_MODES)}, not {amp!r}")
     if amp == "none":
         return contextlib.nullcontext
-    if amp == "fp16" and device.type != "cuda":
-        raise ConfigError("amp='fp16' needs a GPU; on CPU use amp='bf16'")
+    if amp not in device_policy(device).amp_modes:
+        raise ConfigError(f"amp={amp!r} needs a CUDA GPU; on {device.type.upper()} use amp='bf16'")
     if amp == "bf16":
         warn_if_emulated_bf16(device, AMP_FP32_FIX)
     dtype = torch.bfloat16 if amp == "bf16" else torch.float16

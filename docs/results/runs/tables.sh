@@ -1,51 +1,55 @@
 #!/usr/bin/env bash
-# The long tables of issues 18 and 19, filled over several sittings on machines that may not survive between them
-# (see README.md here). Run from the repository root.
+# The long tables, filled over several sittings on machines that may not survive between them (see README.md here).
+# Run from the repository root.
 #   bash docs/results/runs/tables.sh start     restore the archives, then train in the background (log: $RUNS/queue.log)
 #   bash docs/results/runs/tables.sh archive   archive what finished into docs/results/runs/ (then commit it)
 #   bash docs/results/runs/tables.sh status    how far each table has come
 #   bash docs/results/runs/tables.sh pause-for STAGE PATTERN
 #        wait until the queue runs STAGE (e.g. cost, decode-cost: speed measurements), SIGSTOP the processes that
 #        match PATTERN (pgrep -f; e.g. a side run's "lambdas=") while it runs, then SIGCONT them
-# The recipes run from a worktree at $COMMIT, so that every run of a table is trained by the same code.
+# Each table's recipe runs from a worktree at its commit ($QUEUE-<commit>), so every run of a table is trained by the
+# same code. start trains the tables that are not complete (ONLY="name ..." narrows them).
 set -euo pipefail
-COMMIT=${COMMIT:-8b4165d}
 RUNS=${RUNS:-$(cd .. && pwd)/runs}
 QUEUE=${QUEUE:-$(cd .. && pwd)/queue}
 HERE=docs/results/runs
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
-# name recipe config extra-arguments (in the order they train)
+# commit name recipe config extra-arguments (in the order they train); the first five are complete
 TABLES=(
-  "struct-multi30k structural-pe examples/structural-pe-multi30k.toml"
-  # issue 18's second table before the DPE tables: issue 19 needs all three DPE tables and struct-europarl's baselines
-  # anyway, so this order finishes issue 18 about 6 h sooner and issue 19 no later
-  "struct-europarl structural-pe examples/structural-pe-europarl.toml --set experiment.reuse_runs=[]"
-  # the built-in DPE table again: docs/results/dpe.md's predates session 22's train-only links (~40 min)
-  "dpe-builtin dpe examples/dpe-builtin.toml"
-  "dpe-multi30k dpe examples/dpe-multi30k.toml --only table2 table3 table5 xl"
+  "8b4165d struct-multi30k structural-pe examples/structural-pe-multi30k.toml"
+  "8b4165d struct-europarl structural-pe examples/structural-pe-europarl.toml --set experiment.reuse_runs=[]"
+  "8b4165d dpe-builtin dpe examples/dpe-builtin.toml"
+  "8b4165d dpe-multi30k dpe examples/dpe-multi30k.toml --only table2 table3 table5 xl"
   # the baselines: struct-europarl's (adopted with their checkpoints on the machine that trained them, or their results
   # after a restore: tests/test_reuse.py::test_dpe_takes_its_baseline_from_structural_pe)
-  "dpe-europarl dpe examples/dpe-europarl.toml --only table3 table5 --set experiment.reuse_runs=['$RUNS/struct-europarl']"
+  "8b4165d dpe-europarl dpe examples/dpe-europarl.toml --only table3 table5
+   --set experiment.reuse_runs=['$RUNS/struct-europarl']"
+  # which encoding should I use (docs/results/compare.md): the built-in pair, then Multi30k (39 runs of ~25 min)
+  "fe605ea compare-builtin compare examples/compare-builtin.toml"
+  "fe605ea compare-multi30k compare examples/compare-multi30k.toml"
 )
+ONLY=${ONLY:-compare-builtin compare-multi30k}
 
 case "${1:-}" in
   start)
-    [ -d "$QUEUE" ] || git worktree add --detach "$QUEUE" "$COMMIT"
-    [ "$(git -C "$QUEUE" rev-parse --short=7 HEAD)" = "${COMMIT:0:7}" ] || { echo "$QUEUE is not at $COMMIT" >&2; exit 1; }
-    # the code is $COMMIT's; the tables' configs are this checkout's (a config may gain what the recipe measures beside
-    # the runs, e.g. cost_rounds; a change to anything a run's training or evaluation reads shows as runs training anew)
-    for t in "${TABLES[@]}"; do set -- $t; cp "$3" "$QUEUE/$3"; done
     mkdir -p "$RUNS"
     for t in "${TABLES[@]}"; do
       set -- $t
-      if [ -f "$HERE/$1/manifest.json" ]; then xlpe experiment restore "$HERE/$1" --into "$RUNS/$1"; fi
+      case " $ONLY " in *" $2 "*) ;; *) continue ;; esac
+      q="$QUEUE-$1"
+      [ -d "$q" ] || git worktree add --detach "$q" "$1"
+      # the code is the table's commit; its config is this checkout's (a config may gain what the recipe measures
+      # beside the runs; a change to anything a run's training or evaluation reads shows as runs training anew)
+      cp "$4" "$q/$4"
+      if [ -f "$HERE/$2/manifest.json" ]; then xlpe experiment restore "$HERE/$2" --into "$RUNS/$2"; fi
     done
     (
-      cd "$QUEUE"
       for t in "${TABLES[@]}"; do
         set -- $t
-        name=$1 recipe=$2 config=$3; shift 3
-        PYTHONPATH="$QUEUE/src" python -m xlpe.cli experiment "$recipe" --config "$config" --out "$RUNS/$name" "$@" || exit 1
+        case " $ONLY " in *" $2 "*) ;; *) continue ;; esac
+        q="$QUEUE-$1" name=$2 recipe=$3 config=$4; shift 4
+        (cd "$q" && PYTHONPATH="$q/src" python -m xlpe.cli experiment "$recipe" --config "$config" \
+          --out "$RUNS/$name" "$@") || exit 1
       done
     ) >> "$RUNS/queue.log" 2>&1 &
     echo "training in the background (pid $!); log: $RUNS/queue.log"
@@ -53,7 +57,7 @@ case "${1:-}" in
   archive)
     for t in "${TABLES[@]}"; do
       set -- $t
-      if [ -d "$RUNS/$1" ]; then xlpe experiment archive "$RUNS/$1" --to "$HERE/$1"; fi
+      if [ -d "$RUNS/$2" ]; then xlpe experiment archive "$RUNS/$2" --to "$HERE/$2"; fi
     done
     ;;
   pause-for)
@@ -73,7 +77,7 @@ case "${1:-}" in
   status)
     for t in "${TABLES[@]}"; do
       set -- $t
-      if [ -d "$RUNS/$1" ]; then xlpe experiment status "$RUNS/$1" | sed -n 1,3p; fi
+      if [ -d "$RUNS/$2" ]; then xlpe experiment status "$RUNS/$2" | sed -n 1,3p; fi
     done
     ;;
   *) sed -n 2,10p "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;

@@ -43,10 +43,11 @@ from xlpe.align.crossalign_data import LABELS, PairData, PairSampler, WordLinks,
 from xlpe.config import option
 from xlpe.errors import ConfigError
 from xlpe.io.atomic import atomic_write
+from xlpe.io.process import lock_run_folder
 from xlpe.nn.checkpoint import checkpoint_path, load_checkpoint, prune_checkpoints, save_checkpoint
-from xlpe.runtime import (ADAM_IMPLS, AMP_MODES, MetricsLog, adam_kwargs, autocast_context, get_rng_state,
-                          init_distributed, limit_onednn_caches, progress_bar, resolve_device, resume_path,
-                          retain_freed_memory, seed_all, set_rng_state, unwrap, write_run_info)
+from xlpe.runtime import (ADAM_IMPLS, AMP_MODES, MetricsLog, adam_kwargs, autocast_context, device_policy,
+                          get_rng_state, init_distributed, limit_onednn_caches, progress_bar, resolve_device,
+                          resume_path, retain_freed_memory, seed_all, set_rng_state, unwrap, write_run_info)
 
 log = logging.getLogger(__name__)
 
@@ -224,10 +225,12 @@ def train_stage(stage: str, aligner: CrossAligner, src: str, tgt: str, out: str 
     dist_ = init_distributed(cfg.device)
     try:
         device = resolve_device(cfg.device, dist_)
-        # as xlpe train: freed activations stay in glibc's heap, and bf16 products keep at most 64 oneDNN
-        # primitives (one per batch shape otherwise; xlpe.runtime, docs/results/speed.md)
-        retain_freed_memory()
-        limit_onednn_caches()
+        # as xlpe train, where the device's policy says (CPU): freed activations stay in glibc's heap, and bf16
+        # products keep at most 64 oneDNN primitives (one per batch shape otherwise; docs/results/speed.md)
+        if device_policy(device).retain_freed_memory:
+            retain_freed_memory()
+        if device_policy(device).limit_onednn_caches:
+            limit_onednn_caches()
         autocast = autocast_context(cfg.amp, device)
         data = data if data is not None else PairData(aligner, src, tgt)     # bad input fails before out/ exists
         out.mkdir(parents=True, exist_ok=True)
@@ -457,6 +460,8 @@ def train(init: str | CrossAligner, src: str, tgt: str, out: str | Path, cfg: Tr
     result = None
     dist_ = init_distributed(cfg.device)        # one process group for both stages
     try:
+        lock = lock_run_folder(Path(out), "Cross-Align training run", main=dist_.is_main,  # noqa: F841 (held)
+                               share=dist_.broadcast)
         for stage in stages:
             sub = Path(out) / stage
             if cfg.resume == "auto" and (sub / DONE).is_file():

@@ -101,9 +101,12 @@ DDP: `torchrun --nproc_per_node N -m xlpe.cli train ...`. `--pe` combines encodi
 Speed on CPUs with bf16 instructions (AVX512-BF16 or AMX): `--amp bf16` (autocast) or `--amp bf16-pure` (bf16
 weights with float32 master weights: a few percent faster than autocast, 2.4× fairseq's fp32 speed on Multi30k
 `small`, with a peak RSS below fp32's; [results/speed.md](results/speed.md)). Without those instructions torch
-emulates bf16, slower than float32, and xlpe says so in a warning. Training keeps freed memory in glibc's heap and
-caps oneDNN's primitive caches at 64 shapes (`xlpe.runtime`); your `MALLOC_*`,
-`ONEDNN_PRIMITIVE_CACHE_CAPACITY` and `LRU_CACHE_CAPACITY` settings win.
+emulates bf16, slower than float32, and xlpe says so in a warning. On CPU, training keeps freed memory in glibc's
+heap and caps oneDNN's primitive caches at 64 shapes (`xlpe.runtime`); your `MALLOC_*`,
+`ONEDNN_PRIMITIVE_CACHE_CAPACITY` and `LRU_CACHE_CAPACITY` settings win. On a GPU it takes PyTorch's fused
+attention (in bf16 too) and its dropout, the fused Adam (the default everywhere), and `--amp bf16` or `fp16`
+(with loss scaling); `xlpe.nn.device` holds these choices per device type. Not yet run on a GPU:
+`benchmarks/device_check.py` is the check to run on one.
 
 A training-time budget: `--max-time-minutes M --schedule linear_time` decays the learning rate to `--end-lr` over
 it (Multi30k `small`, 20 minutes with `--amp bf16 --lr 2e-3 --warmup 400 --dropout 0.2`: 38.19 BLEU on
@@ -123,9 +126,12 @@ primitive per step shape (peak RSS 1.1 → 0.4 GB on Multi30k; `xlpe.runtime.lim
 `MALLOC_*`, `ONEDNN_PRIMITIVE_CACHE_CAPACITY` and `LRU_CACHE_CAPACITY` settings win.""",
     "xlpe export": """\
 For fast inference with `ctranslate2.Translator(dir)` (source = subword pieces, EOS added by the model's config).
-Only models with the sinusoidal encoding alone (`--pe ape`): their greedy output is identical to
-`xlpe translate`, beam output nearly so (the engines finish hypotheses by slightly different rules); other
-encodings are refused with the reason. `benchmarks/bench_ctranslate2.py` compares the two engines' speed.""",
+Source encodings it can express: the absolute ones, sinusoidal (`--pe ape`), learned (`--pe learned`) or both
+(one position table, their sum), and Shaw's relative positions alone (`--pe rpe`, K-only too; CTranslate2 has no
+position table beside relative ones, so `ape rpe` is refused). Every token's score equals xlpe's, greedy output
+is identical to `xlpe translate`, beam output nearly so (the engines finish hypotheses by slightly different
+rules); other encodings are refused with the reason. The exported model reads positions 0..T-1: a `seq` channel
+given to `xlpe translate` has no counterpart there. `benchmarks/bench_ctranslate2.py` compares the engines' speed.""",
     "xlpe align-from-model": "Penultimate decoder layer, heads averaged (SPEC §4.6); AER against a gold file; "
                              "heat maps.",
     "xlpe evaluate": """\

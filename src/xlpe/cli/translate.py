@@ -10,7 +10,7 @@ from xlpe.config import check_workers, parse_pairs
 from xlpe.errors import ConfigError
 from xlpe.infer.beam import STOP_RULES
 from xlpe.infer.translate import Decoding, translate_file
-from xlpe.runtime import limit_onednn_caches, retain_freed_memory, set_threads
+from xlpe.runtime import device_policy, limit_onednn_caches, resolve_device, retain_freed_memory, set_threads
 
 log = logging.getLogger("xlpe.translate")
 
@@ -51,8 +51,11 @@ def add_cli_arguments(p: argparse.ArgumentParser) -> None:
 def cli_main(args: argparse.Namespace) -> int:
     set_threads(args.threads)
     check_workers(args.preorder_processes, "--preorder-processes")
-    retain_freed_memory()         # no page faults for each step's megabyte-sized blocks (docs/results/speed.md)
-    limit_onednn_caches()         # --dtype bfloat16: else oneDNN keeps a primitive per step shape (speed.md)
+    policy = device_policy(resolve_device(args.device))        # CPU: the allocator and oneDNN settings
+    if policy.retain_freed_memory:
+        retain_freed_memory()     # no page faults for each step's megabyte-sized blocks (docs/results/speed.md)
+    if policy.limit_onednn_caches:
+        limit_onednn_caches()     # --dtype bfloat16: else oneDNN keeps a primitive per step shape (speed.md)
     channels = parse_pairs(args.channel, "--channel")
     if args.greedy and args.beam is not None:
         raise ConfigError("--greedy decodes without a beam: leave out --beam, or drop --greedy")

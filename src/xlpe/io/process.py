@@ -358,6 +358,10 @@ _END = object()
 
 # -- a folder one run writes at a time -------------------------------------------------------------------------------
 
+#: the lock file a training run (``xlpe train``, ``xlpe crossalign train``) holds in its output folder
+RUN_LOCK = ".run.lock"
+
+
 class FolderLock:
     """An exclusive lock of ``folder`` (``fcntl.flock`` of the file ``name`` in it), held until :meth:`release`
     or the end of this process, however it ends. When another process holds it, a :class:`ConfigError` says which
@@ -395,6 +399,24 @@ class FolderLock:
             self._fd = None
 
     __del__ = release
+
+
+def lock_run_folder(folder: Path, what: str, *, main: bool = True, share=lambda refused: refused
+                    ) -> FolderLock | None:
+    """The main process (``main``; rank 0 of a ``torchrun`` job) makes ``folder`` and locks it (:data:`RUN_LOCK`);
+    ``share`` gives its refusal to every rank (``Distributed.broadcast``), so that a folder another run writes is a
+    :class:`ConfigError` on every rank before anything is written. Returns the main process's lock."""
+    lock, refused = None, None
+    if main:
+        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            lock = FolderLock(folder, RUN_LOCK, what)
+        except ConfigError as e:
+            refused = str(e)
+    refused = share(refused)
+    if refused:
+        raise ConfigError(refused)
+    return lock
 
 
 def _holder(fields: list[str]) -> str:

@@ -31,6 +31,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from xlpe.errors import ConfigError
+from xlpe.nn.device import device_policy
 
 
 #: decoding steps (one query row at inference) use SDPA too; False = the explicit product q·kᵀ, softmax, ·v
@@ -100,6 +101,38 @@ def _index(index: Tensor, like: Tensor) -> Tensor:
     return idx.unsqueeze(1).expand(B, H, Tq, Tk)
 
 
+def _mask(key_pad_mask: Tensor | None, causal: bool, Tq: int, Tk: int, offset: int,
+          device: torch.device) -> tuple[Tensor | None, bool]:
+    """The boolean mask (True = may attend; None = everything) of padding and causality, and whether SDPA's own
+    ``is_causal`` stands for it (only when nothing else is masked)."""
+    mask, sdpa_causal = None, False
+    if key_pad_mask is not None:
+        mask = ~key_pad_mask[:, None, None, :]
+    if causal and Tq > 1:
+        if mask is None and offset == 0 and Tq == Tk:
+            sdpa_causal = True
+        else:
+            ar = torch.arange(Tq, device=device)[:, None] + offset
+            tri = torch.arange(Tk, device=device)[None, :] <= ar
+            mask = tri if mask is None else mask & tri
+    return mask, sdpa_causal
+
+
+def _with_head_mask(mask: Tensor | None, head_mask: Tensor | None) -> tuple[Tensor | None, Tensor | None]:
+    """``mask`` (True = may attend) and'ed with per-head masks ``(H, Tq, Tk)`` / ``(B, H, Tq, Tk)``, and the rows
+    ``(B, H, Tq, 1)`` left with no key (None when there are none). Such a row is let attend its own position so
+    that the softmax stays finite; the caller zeroes its output."""
+    if head_mask is None:
+        return mask, None
+    hm = head_mask if head_mask.dim() == 4 else head_mask.unsqueeze(0)
+    mask = hm if mask is None else mask & hm
+    empty = ~mask.any(-1, keepdim=True)
+    if not bool(empty.any()):
+        return mask, None
+    Tq, Tk = mask.shape[-2:]
+    return mask | (empty & torch.eye(Tq, Tk, dtype=torch.bool, device=mask.device)), empty
+
+
 #: weight initialisations of the attention and feed-forward projections (``TransformerConfig.init``)
 INITS = ("xavier", "fairseq")
 
@@ -141,7 +174,7 @@ def dropout(x: Tensor, p: float, training: bool) -> Tensor:
     ``k = round(p·65536)``, i.e. ``p`` is quantised to a multiple of 1/65536 (an error below 8e-6) and the
     survivors are scaled by ``65536/(65536 − k)`` (rounded to ``x``'s dtype), so the expectation is ``x``.
     Other random numbers than ``F.dropout``'s for the same seed."""
-    if not training or p == 0.0 or x.device.type != "cpu":
+    if not training or p == 0.0 or not device_policy(x.device).fast_dropout_mask:
         return F.dropout(x, p, training)
     k = round(p * 65536)
     if p == 1.0 or k == 65536:
@@ -204,7 +237,7 @@ class MultiheadAttention(nn.Module):
 
     def forward(self, x: Tensor, memory: Tensor | None = None, *, key_pad_mask: Tensor | None = None,
                 causal: bool = False, rel: Sequence[RelativeTerms] = (), head_inputs: Sequence[HeadInput] = (),
-                need_weights: bool = False, cache: dict[str, Tensor] | None = None,
+                head_mask: Tensor | None = None, need_weights: bool = False, cache: dict[str, Tensor] | None = None,
                 memory_slots: tuple[Tensor, int] | None = None) -> tuple[Tensor, Tensor | None]:
         """Attend from ``x`` to ``memory`` (cross-attention) or to ``x`` itself (``memory=None``).
 
@@ -218,6 +251,9 @@ class MultiheadAttention(nn.Module):
             rel: relative terms (self-attention without cache only).
             head_inputs: per-head replacement inputs: of Q, K and V in self-attention; of K and V (the memory)
                 in cross-attention.
+            head_mask: which keys each head may attend, bool ``(H, Tq, Tk)`` or ``(B, H, Tq, Tk)``, True = may
+                (hook (e), DiSAN's directional masks; self-attention without cache). A query row that may attend
+                no key at all gets the zero vector as that head's output (and zero weights).
             need_weights: also return the attention weights ``(B, H, Tq, Tk)`` (before dropout).
             cache: incremental decoding state owned by this module: self-attention appends this step's keys and
                 values to ``cache['k'], cache['v']``; cross-attention projects ``memory`` once and reuses it.
@@ -242,24 +278,16 @@ class MultiheadAttention(nn.Module):
             q, k, v = self._cross_qkv(x, memory, head_inputs, cache, slots, group)
         Tk, Tq_rows = k.shape[2], q.shape[2]
 
-        # Boolean mask, True = may attend; None = everything. SDPA's own is_causal only when nothing else is masked.
-        mask, sdpa_causal = None, False
-        if key_pad_mask is not None:
-            mask = ~key_pad_mask[:, None, None, :]
-        if causal and Tq > 1:
-            if mask is None and offset == 0 and Tq == Tk:
-                sdpa_causal = True
-            else:
-                ar = torch.arange(Tq, device=x.device)[:, None] + offset
-                tri = torch.arange(Tk, device=x.device)[None, :] <= ar
-                mask = tri if mask is None else mask & tri
+        mask, sdpa_causal = _mask(key_pad_mask, causal, Tq, Tk, offset, x.device)
+        mask, empty = _with_head_mask(mask, head_mask)
         p = self.dropout if self.training else 0.0
 
         # SDPA, except in bf16/fp16 on CPU (bf16 autocast in training, bf16 weights in decoding), where its kernel
         # is several times slower than the explicit product at these lengths (benchmarks/bench_attention_kernels.py),
         # and for one query row at inference unless SDPA_FOR_ONE_QUERY is set
         low_precision = q.dtype != torch.float32
-        if not rel and not need_weights and not (low_precision and q.device.type == "cpu") and (
+        explicit = low_precision and device_policy(q.device).explicit_low_precision_attention
+        if not rel and not need_weights and not explicit and (
                 Tq_rows > 1 or self.training or SDPA_FOR_ONE_QUERY):
             out, weights = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p,
                                                           is_causal=sdpa_causal), None
@@ -269,6 +297,9 @@ class MultiheadAttention(nn.Module):
             out, weights = self._explicit(q, k, v, mask, rel, p)
             if not need_weights:
                 weights = None
+        if empty is not None:                   # rows with no key to attend: nothing read
+            out = out.masked_fill(empty, 0.0)
+            weights = None if weights is None else weights.masked_fill(empty, 0.0)
         rows = q.shape[0] * group               # B, or the grid's rows with memory_slots
         out = out.transpose(1, 2).reshape(rows, Tq, self.n_heads * self.d_k)
         if weights is not None and group > 1:   # (rows/group, H, group*Tq, S) -> (rows, H, Tq, S)
@@ -373,13 +404,14 @@ class EncoderLayer(nn.Module):
         self.drop = Dropout(cfg.dropout)
 
     def forward(self, x: Tensor, pad_mask: Tensor | None, rel: Sequence[RelativeTerms] = (),
-                head_inputs: Sequence[HeadInput] = ()) -> Tensor:
+                head_inputs: Sequence[HeadInput] = (), head_mask: Tensor | None = None) -> Tensor:
         if self.pre_norm:
             heads = [dataclasses.replace(h, x=self.norm1(h.x)) for h in head_inputs]
-            a, _ = self.self_attn(self.norm1(x), key_pad_mask=pad_mask, rel=rel, head_inputs=heads)
+            a, _ = self.self_attn(self.norm1(x), key_pad_mask=pad_mask, rel=rel, head_inputs=heads,
+                                  head_mask=head_mask)
             x = x + self.drop(a)
             return x + self.drop(self.ffn(self.norm2(x)))
-        a, _ = self.self_attn(x, key_pad_mask=pad_mask, rel=rel, head_inputs=head_inputs)
+        a, _ = self.self_attn(x, key_pad_mask=pad_mask, rel=rel, head_inputs=head_inputs, head_mask=head_mask)
         x = self.norm1(x + self.drop(a))
         return self.norm2(x + self.drop(self.ffn(x)))
 

@@ -85,7 +85,8 @@ def _embedding(vocab: int, d: int, pad_id: int) -> nn.Embedding:
 
 class Encoder(nn.Module):
     """``X = dropout(sqrt(d) E[x] + sum of input terms) (+ after-dropout terms)``, then the layers; each
-    layer's self-attention receives the encodings' relative terms and per-head inputs for that layer."""
+    layer's self-attention receives the encodings' relative terms, per-head inputs and head masks for that
+    layer."""
 
     def __init__(self, cfg: TransformerConfig, embed: nn.Embedding):
         super().__init__()
@@ -117,12 +118,21 @@ class Encoder(nn.Module):
         for i, layer in enumerate(self.layers):
             rel = [r for p in self.pe if (r := p.relative(ctx, i)) is not None]
             heads = [h for p in self.pe if (h := p.head_input(ctx, i, x)) is not None]
-            x = layer(x, pad, rel, heads)
+            x = layer(x, pad, rel, heads, _all_of(p.head_mask(ctx, i) for p in self.pe))
         if self.norm is not None:
             x = self.norm(x)
         # encoder-free: per-head inputs of "layer 0" become per-head memories of the cross-attention (SPEC §4.7)
         heads = [h for p in self.pe if (h := p.head_input(ctx, 0)) is not None] if not self.layers else []
         return EncoderOut(x, pad, ctx.aux, heads)
+
+
+def _all_of(masks) -> Tensor | None:
+    """The "and" of the head masks that are not None (hook (e)), or None."""
+    out = None
+    for m in masks:
+        if m is not None:
+            out = m if out is None else out & m
+    return out
 
 
 class Decoder(nn.Module):

@@ -45,13 +45,13 @@ from torch.nn.parallel import DistributedDataParallel
 from xlpe.data.batching import TokenBatchSampler, collate
 from xlpe.data.subword import PAD_ID
 from xlpe.errors import ConfigError
-from xlpe.io.process import FolderLock
+from xlpe.io.process import RUN_LOCK, FolderLock, lock_run_folder  # noqa: F401 (RUN_LOCK: for tests)
 from xlpe.nn.checkpoint import checkpoint_path, load_checkpoint, prune_checkpoints, save_checkpoint, subword_entry
 from xlpe.nn.transformer import build_model, count_parameters
-from xlpe.runtime import (AMP_FP32_FIX, Distributed, MetricsLog, adam_kwargs, autocast_context, get_rng_state,
-                          init_distributed, limit_onednn_caches, progress_bar, release_freed_memory, resolve_device,
-                          resume_path, retain_freed_memory, seed_all, set_rng_state, unwrap, warn_if_emulated_bf16,
-                          write_run_info)
+from xlpe.runtime import (AMP_FP32_FIX, Distributed, MetricsLog, adam_kwargs, autocast_context, device_policy,
+                          get_rng_state, init_distributed, limit_onednn_caches, progress_bar, release_freed_memory,
+                          resolve_device, resume_path, retain_freed_memory, seed_all, set_rng_state, unwrap,
+                          warn_if_emulated_bf16, write_run_info)
 from xlpe.train.config import DataConfig, TrainConfig
 from xlpe.train.inputs import TrainInputs, read_inputs
 from xlpe.train.losses import combine_losses, projected_label_smoothed_nll
@@ -60,9 +60,6 @@ from xlpe.train.schedule import build_scheduler
 from xlpe.train.validation import validate as validate_on_dev
 
 log = logging.getLogger(__name__)
-
-#: the lock file in a run's folder, held while the run writes there (a second run into it stops at once)
-RUN_LOCK = ".run.lock"
 
 
 @dataclass
@@ -156,11 +153,14 @@ def _set_up_process(cfg: TrainConfig, d: Distributed) -> tuple[torch.device, boo
     device = resolve_device(cfg.device, d)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    # every update allocates and frees the same megabyte-sized activations: served from glibc's heap, not
-    # from fresh pages (process-wide, as `xlpe translate` does; MALLOC_* settings win; docs/results/speed.md)
-    retain_freed_memory()
-    # bf16 products: oneDNN's caches would keep a primitive per batch shape (peak RSS; docs/results/speed.md)
-    limit_onednn_caches()
+    # on CPU: every update allocates and frees the same megabyte-sized activations, served from glibc's heap, not
+    # from fresh pages (process-wide, as `xlpe translate` does; MALLOC_* settings win), and oneDNN's caches would
+    # keep a bf16 primitive per batch shape (peak RSS); docs/results/speed.md. The device's policy decides.
+    policy = device_policy(device)
+    if policy.retain_freed_memory:
+        retain_freed_memory()
+    if policy.limit_onednn_caches:
+        limit_onednn_caches()
     pure = cfg.amp == "bf16-pure"
     if pure:
         warn_if_emulated_bf16(device, AMP_FP32_FIX)
@@ -174,17 +174,7 @@ def _output_dir(cfg: TrainConfig, d: Distributed) -> tuple[Path, bool, FolderLoc
     if out.exists() and not out.is_dir():
         raise ConfigError(f"output directory {out} is a file")
     created = not out.exists()
-    lock, refused = None, None
-    if d.is_main:
-        out.mkdir(parents=True, exist_ok=True)
-        try:
-            lock = FolderLock(out, RUN_LOCK, "training run")
-        except ConfigError as e:
-            refused = str(e)
-    refused = d.broadcast(refused)
-    if refused:
-        raise ConfigError(refused)
-    return out, created, lock
+    return out, created, lock_run_folder(out, "training run", main=d.is_main, share=d.broadcast)
 
 
 def _resume_checkpoint(cfg: TrainConfig, out: Path, d: Distributed) -> tuple[dict | None, Path | None]:
@@ -226,7 +216,7 @@ class _Run:
                                           **adam_kwargs(cfg.adam))
         self.budget_used = 0.0        # linear_time: the share of max_time_minutes spent, set before each step
         self.scheduler = build_scheduler(self.optimizer, cfg.schedule_obj(), progress=lambda: self.budget_used)
-        self.scaler = torch.amp.GradScaler("cuda") if cfg.amp == "fp16" else None
+        self.scaler = torch.amp.GradScaler(device.type) if device_policy(device).grad_scaler(cfg.amp) else None
         self.sampler = TokenBatchSampler(inputs.train.num_tokens, cfg.max_tokens, max_sentences=cfg.max_sentences,
                                          shuffle=True, seed=cfg.seed, bucket=cfg.bucket, num_replicas=d.world,
                                          rank=d.rank, batch_multiple=cfg.batch_multiple,

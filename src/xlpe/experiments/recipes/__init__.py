@@ -17,6 +17,8 @@ RECIPES: dict[str, tuple[str, str]] = {
                                                                 "with XL PE"),
     "dpe": ("xlpe.experiments.recipes.dpe", "Zheng et al.: DPE (Tables 3-5 analogues: DPE vs baseline, the λ sweep, "
                                             "a deeper control), 2PT (Table 2) and DPE against XL PE"),
+    "compare": ("xlpe.experiments.recipes.compare", "every source position encoding and the compositions worth "
+                                                    "knowing, one pair, one recipe, several seeds: BLEU, chrF, cost"),
     "cross-align": ("xlpe.experiments.recipes.cross_align", "Lai et al. 2022: the Cross-Align aligner against "
                                                             "eflomal and the untrained encoder (Tables 2-3, Figures 3 "
                                                             "and 5), AER on real gold sets"),

@@ -60,8 +60,8 @@ class DemoConfig:
     preorder_iterations: int = option(3, "BTG training iterations")
     nmt_pe: list[str] = option(help=f"systems to compare: {', '.join(SYSTEMS)}, or encodings joined with '+' "
                                     "(e.g. ape+rpe)",
-                               factory=lambda: ["none", "ape", "rpe", "inxl", "headxl", "combination", "struct",
-                                                "dpe"])
+                               factory=lambda: ["none", "ape", "rpe", "disan", "inxl", "headxl", "combination",
+                                                "struct", "dpe"])
     nmt_preset: str = option("tiny", "model preset of the demo NMT models")
     nmt_d_model: int = option(96, "model width of the demo NMT models")
     nmt_layers: int = option(2, "encoder and decoder layers")

@@ -1,8 +1,10 @@
 """The one table of systems every recipe and the demo compare: a name -> its source position encodings.
 
 ``baseline`` and ``ape`` are the same system (the recipes call it ``baseline``, the demo ``ape``); encodings can
-also be joined ad hoc with ``+`` (``ape+rpe``). Encoder-free systems (Ding et al. Table 4) use the same names
-with ``encoder_free=True``; encodings with relative terms are not defined there (SPEC §4.7).
+also be joined ad hoc with ``+`` (``ape+rpe``). A name of this table comes first: ``rpe+headxl`` is the +RPE
+system with HeadXL (APE, RPE, HeadXL), not the encodings ``rpe`` and ``headxl`` alone. Encoder-free systems (Ding
+et al. Table 4) use the same names with ``encoder_free=True``; encodings with relative terms are not defined there
+(SPEC §4.7).
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ SYSTEMS: dict[str, list[str]] = {
     "none": ["none"],
     "baseline": ["ape"],
     "ape": ["ape"],
+    "learned": ["learned"],
     "rpe": ["ape", "rpe"],
+    "disan": ["ape", "disan"],                                  # Ding et al. Table 1 "+ DiSAN"
     "xl": ["xl"],
     "inxl": ["inxl"],
     "headxl": ["ape", "headxl"],
@@ -33,9 +37,15 @@ SYSTEMS: dict[str, list[str]] = {
     "headxl+both-stru": ["ape", "headxl", "struct_abs", "struct_rel"],
     "combination+both-stru": ["ape", "combination", "struct_abs", "struct_rel"],
     "inxl+both-stru": ["inxl", "struct_abs", "struct_rel"],
+    # the compositions of ``xlpe experiment compare`` (system names joined: +RPE with +HeadXL, ...)
+    "rpe+struct": ["ape", "rpe", "struct_abs", "struct_rel"],
+    "headxl+struct": ["ape", "headxl", "struct_abs", "struct_rel"],
+    "rpe+headxl": ["ape", "rpe", "headxl"],
 }
 
 LABELS: dict[str, str] = {"none": "no PE", "baseline": "baseline (APE)", "ape": "APE", "rpe": "+RPE",
+                          "learned": "learned PE", "disan": "+DiSAN", "rpe+struct": "+RPE +Struct PE",
+                          "headxl+struct": "+HeadXL +Struct PE", "rpe+headxl": "+RPE +HeadXL",
                           "xl": "XL PE only", "inxl": "+InXL", "headxl": "+HeadXL", "combination": "+Combination",
                           "struct": "+Struct PE (abs + rel)", "dpe": "DPE", "abs-stru": "abs-stru only",
                           "rel-stru": "rel-stru only",

@@ -17,13 +17,13 @@ The recipe goes from a bitext to the paper's tables:
 
 What is reproduced:
 
-* Table 1: baseline / +RPE / +InXL / +HeadXL / +Combination. BLEU is mean ± std over seeds, compared with the
-  baseline by the seed-aware tests of :mod:`xlpe.evaluate.significance` (a paired bootstrap over test sentences
-  that keeps each sentence's seed outputs together, and a t-test across seeds). Parameter counts are listed. The
-  training cost of each system, relative to the baseline, is measured apart by the ``cost`` stage
-  (:func:`measure_cost`): the systems train a few updates each in turn, in interleaved rounds, on the
-  recipe's own model and data, so all of them meet the same machine load. The runs' own logs cannot give
-  this figure when runs share the machine or use different thread counts.
+* Table 1: baseline / +RPE / +InXL / +HeadXL / +Combination (and +DiSAN with ``systems`` naming ``disan``). BLEU is
+  mean ± std over seeds, compared with the baseline by the seed-aware tests of :mod:`xlpe.evaluate.significance` (a
+  paired bootstrap over test sentences that keeps each sentence's seed outputs together, and a t-test across seeds).
+  Parameter counts are listed. The training cost of each system, relative to the baseline, is measured apart by the
+  ``cost`` stage (:func:`measure_cost`): the systems train a few updates each in turn, in interleaved rounds, on the
+  recipe's own model and data, so all of them meet the same machine load. The runs' own logs cannot give this figure
+  when runs share the machine or use different thread counts.
 * Figure 3: BLEU vs τ for HeadXL (``taus``).
 * Table 3: AER / P / R of attention alignments.
 * Table 4: the encoder-free model with no PE / APE / InXL (RPE is not defined there, SPEC §4.7).
@@ -71,6 +71,7 @@ class XLExperiment(PreorderSettings, RecipeExperiment):
     """``[experiment]``: what to run (the settings every recipe shares are in ``RecipeExperiment``, the
     preorderer's in ``PreorderSettings``)."""
 
+    # Table 1's rows (Ding et al. also have "+ DiSAN": add "disan")
     systems: list[str] = field(default_factory=lambda: ["baseline", "rpe", "inxl", "headxl", "combination"])
     taus: list[int] = field(default_factory=list)               # Figure 3: HeadXL tau grid ([] = skip)
     encoder_free: list[str] = field(default_factory=lambda: ["none", "ape", "inxl"])   # Table 4 ([] = skip)

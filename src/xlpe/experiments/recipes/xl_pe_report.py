@@ -117,9 +117,10 @@ def _header_lines(cfg, results: dict) -> list[str]:
          + (" (its τ values below are over subwords)" if results['preorder'].get('level') == "subword" else ""),
          f"- significance against the baseline (xlpe.evaluate.significance): a seed-aware paired bootstrap "
          f"({e.bootstrap_samples} resamples of the test sentences, every seed's outputs kept together, seed "
-         "means compared; one-sided p that the system is not better) and Welch's t-test over the per-seed "
-         "scores (paired when both have the same seeds); a difference is called significant only when both "
-         "are below 0.05, and with one seed no claim about training variance is made"]
+         "means compared; one-sided p that the system is not better) and a t-test over the per-seed scores, "
+         "paired when both systems ran the same seeds (run i of each trained with seed i), Welch's otherwise; a "
+         "difference is called significant only when both are below 0.05, and with one seed no claim about "
+         "training variance is made"]
     if not e.chosen_on:
         L += ["- choices: the config records no `experiment.chosen_on`, so this report cannot say which data its "
               "settings were tuned on"]

@@ -1,9 +1,10 @@
 """Source position encodings, one file per encoding (DESIGN.md "position channels", SPEC §0-§6).
 
 To add an encoding: write ``xlpe/nn/positions/<name>.py`` with a :class:`PositionEncoding` subclass that
-overrides the hooks it needs (input term, per-head input, relative terms; aux losses via ``ctx.aux``), import
-it here and add one line to :data:`ENCODINGS`. ``TransformerConfig.pe`` then accepts the name. The helpers that
-read the mapping (build, check, the channels and auxiliary losses of a config) live beside it, here.
+overrides the hooks it needs (input term, per-head input, relative terms, head masks; aux losses via
+``ctx.aux``), import it here and add one line to :data:`ENCODINGS`. ``TransformerConfig.pe`` then accepts the
+name. The helpers that read the mapping (build, check, the channels and auxiliary losses of a config) live beside
+it, here.
 """
 
 from typing import Mapping, Sequence
@@ -13,6 +14,7 @@ from torch import nn
 from xlpe.errors import ConfigError
 from xlpe.nn.positions.ape import SinusoidalPositionEncoding
 from xlpe.nn.positions.base import EncodingContext, HeadInput, NoPositionEncoding, PositionEncoding, RelativeTerms
+from xlpe.nn.positions.disan import DiSANPositionEncoding, directional_masks
 from xlpe.nn.positions.dpe import DynamicPositionEncoding
 from xlpe.nn.positions.learned import LearnedPositionEncoding
 from xlpe.nn.positions.rpe import ShawRelativePositionEncoding, relative_index
@@ -27,6 +29,7 @@ ENCODINGS: dict[str, type[PositionEncoding]] = {
     "ape": SinusoidalPositionEncoding,
     "learned": LearnedPositionEncoding,
     "rpe": ShawRelativePositionEncoding,
+    "disan": DiSANPositionEncoding,
     "xl": XLPositionEncoding,
     "inxl": InXLPositionEncoding,
     "headxl": HeadXLPositionEncoding,
@@ -106,7 +109,8 @@ def check_encodings(cfg) -> None:
 
 
 __all__ = [
-    "ENCODINGS", "EncodingContext", "HeadInput", "LearnedPositionEncoding", "NoPositionEncoding", "PositionEncoding",
-    "RelativeTerms", "ShawRelativePositionEncoding", "SinusoidalPositionEncoding", "build_encodings",
-    "aux_loss_weights", "check_encodings", "relative_index", "required_inputs", "required_targets", "sinusoid",
+    "DiSANPositionEncoding", "ENCODINGS", "EncodingContext", "HeadInput", "LearnedPositionEncoding",
+    "NoPositionEncoding", "PositionEncoding", "RelativeTerms", "ShawRelativePositionEncoding",
+    "SinusoidalPositionEncoding", "aux_loss_weights", "build_encodings", "check_encodings", "directional_masks",
+    "relative_index", "required_inputs", "required_targets", "sinusoid",
 ]

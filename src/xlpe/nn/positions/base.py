@@ -13,7 +13,9 @@ DESIGN.md "position channels": a batch carries integer *channels* (``seq``, ``xl
     RPE, SPEC §2; structural relative PE with ``index`` from channel ``tree_rel``, SPEC §3.3). Terms of several
     encodings are summed: ``a^K_ij = sum_p table_k_p[index_p[i, j]]`` (SPEC §3.3 default);
 (d) **auxiliary losses** or diagnostics, written to ``ctx.aux`` (DPE's MSE, SPEC §6.3); the encoder returns
-    that dict and the training loop adds what it finds there.
+    that dict and the training loop adds what it finds there;
+(e) **per-head attention masks** for an encoder layer's self-attention: which keys each head's queries may attend
+    (DiSAN's directional masks, docs/spec-additions.md §13). Masks of several encodings are combined by "and".
 
 Each hook receives an :class:`EncodingContext`. New encodings are new files in this folder plus one line in the
 name -> class mapping ``ENCODINGS`` of ``xlpe/nn/positions/__init__.py``; the Transformer never changes. The
@@ -146,11 +148,17 @@ class PositionEncoding(nn.Module):
         """Relative key/value terms for the self-attention of encoder layer ``layer`` (0-based), or None."""
         return None
 
+    # (e) ------------------------------------------------------------------------------------------------------
+    def head_mask(self, ctx: EncodingContext, layer: int) -> Tensor | None:
+        """Which keys each head of encoder layer ``layer`` (0-based) may attend: bool ``(H, T, T)`` or
+        ``(B, H, T, T)``, True = may attend (query rows, key columns), or None. Padding is masked besides."""
+        return None
+
     @classmethod
     def needs_encoder_layers(cls) -> bool:
-        """True when the encoding has relative terms (hook c), which are undefined without encoder
-        self-attention (SPEC §4.7). Per-head inputs (hook b) carry over to the decoder's cross-attention."""
-        return cls.relative is not PositionEncoding.relative
+        """True when the encoding has relative terms (hook c) or head masks (hook e), which are undefined without
+        encoder self-attention (SPEC §4.7). Per-head inputs (hook b) carry over to the decoder's cross-attention."""
+        return cls.relative is not PositionEncoding.relative or cls.head_mask is not PositionEncoding.head_mask
 
 
 class NoPositionEncoding(PositionEncoding):

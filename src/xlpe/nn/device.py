@@ -1,0 +1,76 @@
+"""Which device-specific choices xlpe makes, by device type, in one place (:func:`device_policy`).
+
+xlpe's speed work was done on CPUs, and several of its choices only pay there; on a GPU PyTorch's own fused
+kernels are the fast path. Every such choice reads a :class:`DevicePolicy`:
+
+* the attention product in bf16/fp16 (:class:`xlpe.nn.attention.MultiheadAttention`): on CPU an explicit
+  ``q·kᵀ``, softmax, ``·v``, several times faster there than SDPA's CPU kernel at NMT lengths
+  (``benchmarks/bench_attention_kernels.py``); elsewhere ``scaled_dot_product_attention`` (fused kernels);
+* dropout masks (:func:`xlpe.nn.attention.dropout`): on CPU from the 16-bit lanes of a counter-based hash, several
+  times faster than ``F.dropout``'s Bernoulli sampler there; elsewhere ``F.dropout``;
+* the C allocator (:func:`xlpe.runtime.retain_freed_memory`) and oneDNN's primitive caches
+  (:func:`xlpe.runtime.limit_onednn_caches`): host-process settings for a process whose tensors live in host
+  memory and whose bf16 products run through oneDNN, i.e. a CPU process;
+* mixed precision (:func:`xlpe.runtime.autocast_context`, the trainer's loss scaler): bf16 autocast everywhere,
+  fp16 autocast only on CUDA, and with fp16 a ``torch.amp.GradScaler`` (fp16's narrow range would flush small
+  gradients to zero).
+
+The policy is a pure function of the device type (:func:`policy_for`); :func:`device_policy` caches it per
+type, so the layers can ask on every call. It lives in ``xlpe.nn`` because the layers read it;
+``xlpe.runtime`` applies its process-wide parts (the callers of those functions ask it first).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class DevicePolicy:
+    """The device-specific choices for one device type (see the module docstring).
+
+    Attributes:
+        device_type: ``torch.device(...).type`` (``cpu``, ``cuda``, ``mps``, ...).
+        explicit_low_precision_attention: bf16/fp16 attention as an explicit product instead of SDPA.
+        fast_dropout_mask: dropout masks from :func:`xlpe.nn.attention.splitmix64` instead of ``F.dropout``.
+        retain_freed_memory: keep freed memory in glibc's heap (:func:`xlpe.runtime.retain_freed_memory`).
+        limit_onednn_caches: cap oneDNN's primitive caches (:func:`xlpe.runtime.limit_onednn_caches`).
+        amp_modes: the autocast precisions the device takes (``bf16``; ``fp16`` on CUDA).
+        loss_scaling: the autocast precisions that train with a ``torch.amp.GradScaler``.
+    """
+
+    device_type: str
+    explicit_low_precision_attention: bool
+    fast_dropout_mask: bool
+    retain_freed_memory: bool
+    limit_onednn_caches: bool
+    amp_modes: tuple[str, ...]
+    loss_scaling: tuple[str, ...]
+
+    def grad_scaler(self, amp: str) -> bool:
+        """Whether training with autocast precision ``amp`` needs a ``torch.amp.GradScaler`` on this device."""
+        return amp in self.loss_scaling
+
+
+def policy_for(device_type: str) -> DevicePolicy:
+    """The :class:`DevicePolicy` of devices of type ``device_type``: the CPU tricks on ``cpu``; PyTorch's fused
+    kernels, and fp16 with loss scaling, on ``cuda``; PyTorch's defaults and bf16 autocast on any other type."""
+    cpu = device_type == "cpu"
+    cuda = device_type == "cuda"
+    return DevicePolicy(device_type=device_type, explicit_low_precision_attention=cpu, fast_dropout_mask=cpu,
+                        retain_freed_memory=cpu, limit_onednn_caches=cpu,
+                        amp_modes=("bf16", "fp16") if cuda else ("bf16",), loss_scaling=("fp16",) if cuda else ())
+
+
+_POLICIES: dict[str, DevicePolicy] = {}
+
+
+def device_policy(device: torch.device | str) -> DevicePolicy:
+    """The :class:`DevicePolicy` of ``device`` (a ``torch.device`` or a name such as ``cpu`` or ``cuda:1``)."""
+    kind = device.type if isinstance(device, torch.device) else torch.device(device).type
+    policy = _POLICIES.get(kind)
+    if policy is None:
+        policy = _POLICIES[kind] = policy_for(kind)
+    return policy

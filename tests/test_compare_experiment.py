@@ -1,0 +1,63 @@
+"""`xlpe experiment compare` on a tiny built-in pair: every channel kind, both baselines, the cost columns,
+keys that hold only what a system reads, and early config errors."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from xlpe.cli import main
+from xlpe.errors import ConfigError
+from xlpe.experiments.recipes.compare import load_config
+
+TINY = (Path(__file__).with_name("recipe_configs") / "compare.toml").read_text()
+SYSTEMS = ("none", "ape", "rpe", "disan", "headxl", "struct", "dpe", "rpe+headxl")
+
+
+def test_compare_recipe_end_to_end(tmp_path):
+    pytest.importorskip("eflomal")                  # XL orders and DPE targets come from eflomal links
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(TINY)
+    out = tmp_path / "out"
+    assert main(["experiment", "compare", "--config", str(cfg), "--out", str(out)]) == 0
+    res = json.loads((out / "results.json").read_text())["results"]
+    s = res["summary"]
+    assert set(res["runs"]) == {f"{n}/seed{k}" for n in SYSTEMS for k in (1, 2)}
+    assert res["runs"]["disan/seed1"]["pe"] == ["ape", "disan"]
+    assert res["runs"]["rpe+headxl/seed1"]["pe"] == ["ape", "rpe", "headxl"]
+    assert s["disan"]["params"] == s["ape"]["params"] < s["rpe"]["params"]
+    t = s["headxl"]["tests"]["test"]
+    assert set(t["vs"]) == {"ape", "rpe"} and t["vs"]["ape"]["compare_bleu"]["sys_seeds"] == 2
+    assert set(s["ape"]["tests"]["test"]["vs"]) == {"rpe"}                   # not against itself
+    assert set(res["cost"]["systems"]) == set(res["decode_cost"]["systems"]) == set(SYSTEMS) - {"none"}
+    assert s["dpe"]["speed_vs_ape"] > 0 and s["struct"]["decode_speed_vs_ape"] > 0
+    # a run's key holds the channel files its model reads, and nothing else
+    keys = {n: json.loads((out / "runs" / n / "seed1" / "done.json").read_text())["params"] for n in SYSTEMS}
+    reads = {n: keys[n]["run"].get("reads", {}) for n in SYSTEMS}
+    assert reads["ape"] == reads["rpe"] == reads["disan"] == {}
+    assert set(reads["headxl"]["train"]) == {"xl"} and set(reads["struct"]["test"]) == {"depth", "tree_word",
+                                                                                          "tree_head"}
+    assert set(reads["dpe"]) == {"train"} and set(reads["dpe"]["train"]) == {"dpe_target"}
+    report = (out / "report.md").read_text()
+    for label in ("+DiSAN", "+RPE +HeadXL", "| no PE | none |", "Δ BLEU vs +RPE (p)", "decoding vs APE"):
+        assert label in report
+    assert "## Claims (each names the tests it rests on)" in report and "t-test" in report
+    assert (out / "plots" / "compare.png").exists()
+    stamps = {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("done.json")}
+    # a system added later trains alone: the others' runs stay cached
+    assert main(["experiment", "compare", "--config", str(cfg), "--out", str(out),
+                 "--set", "experiment.systems=" + repr(list(SYSTEMS) + ["learned"])]) == 0
+    assert {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("done.json") if "learned" not in str(p)} == stamps
+    assert (out / "runs" / "learned" / "seed2" / "done.json").exists()
+
+
+@pytest.mark.parametrize("sets, msg", [
+    (["experiment.systems=['rpe']"], "must include 'ape'"),
+    (["experiment.systems=['ape', 'ape']"], "listed twice"),
+    (["experiment.systems=['ape', 'magic']"], "unknown system"),
+    (["experiment.colour='red'"], r"unknown key\(s\) \['colour'\]"),
+    (["experiment.pe_options={disan_layerz=1}"], "disan_layerz"),
+])
+def test_bad_configs_fail_early(sets, msg):
+    with pytest.raises(ConfigError, match=msg):
+        load_config(None, ["data.builtin='sov'", "train.max_updates=3"] + sets)
