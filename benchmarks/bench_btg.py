@@ -30,6 +30,9 @@ The settings measured and their results are in ``docs/results/reorder.md``; ``--
 Quick look on a subset::
 
     python benchmarks/bench_btg.py --train-limit 3000 --iterations 2
+
+``--score-iterations`` scores the dev part (the first ``--dev-lines`` gold sentences) and the rest after every
+iteration (``gold_tau_by_iteration``), so one run gives the curve the iteration count is chosen on.
 """
 
 from __future__ import annotations
@@ -218,6 +221,16 @@ def load_data(args) -> dict:
     return {"src": src, "al": al, "scores": scores, "g_src": g_src, "g_al": g_al, "g_auto": g_auto}
 
 
+def split_tau(orders: list[list[int]], ranks: list, dev_lines: int) -> dict:
+    """Corpus τ of ``orders`` against the gold ``ranks``: on the first ``dev_lines`` sentences (the dev part, for
+    choices), on the rest (the test part) and on all."""
+    out = {"all": corpus_reorder_scores(orders, ranks)["tau"]}
+    if dev_lines:
+        out["dev"] = corpus_reorder_scores(orders[:dev_lines], ranks[:dev_lines])["tau"]
+        out["test"] = corpus_reorder_scores(orders[dev_lines:], ranks[dev_lines:])["tau"]
+    return out
+
+
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default="europarl",
@@ -275,6 +288,9 @@ def main(argv=None) -> dict:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--save", default="", help="save the trained model to this directory")
     ap.add_argument("--progress", action="store_true")
+    ap.add_argument("--score-iterations", action="store_true",
+                    help="also score the dev and test parts after every training iteration (one process; the "
+                         "training itself is unchanged): the iteration count chosen on dev from one run")
     args = ap.parse_args(argv)
 
     data = load_data(args)
@@ -341,14 +357,24 @@ def main(argv=None) -> dict:
                     loss_augmented=not args.no_loss_augmented,
                     seed=args.seed, factors=1 + bool(args.pos) + bool(args.shape_factor) + len(class_maps))
     model = BTGPreorderer(cfg)
+    g_in = annotate(g_de, g_tags if args.pos else None)
+    by_iteration, scoring = [], [0.0, 0.0]       # seconds spent scoring: wall, CPU (left out of training's)
+
+    def score_iteration(st: dict) -> None:       # prediction reads the weights only: training is unchanged
+        t1, c1 = time.perf_counter(), time.process_time()
+        o = model.predict_many(g_in)
+        by_iteration.append({"iteration": st["iteration"], **split_tau(o, g_ranks, args.dev_lines)})
+        scoring[0] += time.perf_counter() - t1
+        scoring[1] += time.process_time() - c1
+
     t0, c0 = time.perf_counter(), time.process_time()
     hist = model.train(annotate(tr_words, tr_tags if args.pos else None), tr_ranks, iterations=args.iterations,
-                       progress=args.progress, early_stop=False)
-    t_train, c_train = time.perf_counter() - t0, time.process_time() - c0
+                       progress=args.progress, early_stop=False,
+                       callback=score_iteration if args.score_iterations else None)
+    t_train, c_train = time.perf_counter() - t0 - scoring[0], time.process_time() - c0 - scoring[1]
     if args.save:
         model.save(args.save)
 
-    g_in = annotate(g_de, g_tags if args.pos else None)
     t0 = time.perf_counter()
     orders = model.predict_many(g_in, processes=args.processes)
     t_apply = time.perf_counter() - t0
@@ -398,6 +424,7 @@ def main(argv=None) -> dict:
         "gold_label_ceiling": {k: ceiling[k] for k in ("tau", "chunk")} if ceiling else None,
         f"gold_first_{args.dev_lines}_tau": dev_scores,     # the dev part: choose settings on this
         f"gold_after_{args.dev_lines}_tau": test_scores,
+        "gold_tau_by_iteration": by_iteration or None,     # --score-iterations: dev and test τ per iteration
         **rss_mb(),
     }
     print(json.dumps(result, indent=1))

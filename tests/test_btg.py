@@ -316,3 +316,16 @@ def test_bench_reverse_direction_with_eflomal_stems_and_filtering(synth_dir, tmp
     before = cached[0].stat().st_mtime_ns
     bench.main(args)  # the second run reuses the cached alignments (eflomal cannot be seeded)
     assert cached[0].stat().st_mtime_ns == before
+
+
+def test_bench_scores_every_iteration_without_changing_the_training(synth_dir, tmp_path, capsys):
+    bench = _bench()
+    args = ["--data", f"synth:{synth_dir}", "--align-cache", str(tmp_path), "--dev-lines", "20", *BENCH_ARGS]
+    plain, scored = bench.main(args), bench.main([*args, "--score-iterations"])
+    curve = scored["gold_tau_by_iteration"]
+    assert plain["gold_tau_by_iteration"] is None and [c["iteration"] for c in curve] == [1, 2, 3]
+    assert scored["gold_preorder"] == plain["gold_preorder"]          # scoring reads the weights only
+    assert curve[-1]["all"] == scored["gold_preorder"]["tau"]
+    assert curve[-1]["dev"] == scored["gold_first_20_tau"]["preorder"]
+    assert curve[-1]["test"] == scored["gold_after_20_tau"]["preorder"]
+    assert curve[0]["all"] != curve[-1]["all"]                        # a curve, not one value repeated

@@ -2,8 +2,7 @@
 path under a home, root, work or temporary folder) or a working session by number ("session" and a digit).
 
 Its files are the ones git tracks, plus untracked ones that .gitignore does not hide (outside a git clone: every
-file but caches and run outputs). Three pages of docs/results/ are excluded until they are rewritten as findings
-pages (they still hold their history); .gitignore is excluded because its lines are patterns relative to the
+file but caches and run outputs). .gitignore is excluded because its lines are patterns relative to the
 repository, not paths of a machine. The results overview links every findings page, and the findings pages keep to
 120 characters a line.
 """
@@ -17,7 +16,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "docs" / "results"
-EXCLUDED = ("docs/results/cross-align.md", "docs/results/reorder.md", "docs/results/speed.md", ".gitignore")
+EXCLUDED = (".gitignore",)
 SKIPPED_DIRS = {".git", "__pycache__", ".pytest_cache", ".hypothesis", "runs", "demo-out", "build", "dist", ".venv"}
 SESSION = re.compile(r"\bsessions? [0-9]", re.IGNORECASE)
 MACHINE_PATH = re.compile(r"(?<![\w.~-])/(?:work|root|home|tmp|Users)/")
