@@ -91,6 +91,16 @@ class Corpus:
     tests: dict = field(default_factory=dict)
     tokenized_by_design: bool = False
 
+    @classmethod
+    def of(cls, spm: str, paths: dict, tests: dict, *, train_channels: dict | None = None,
+           dev_channels: dict | None = None, builtin: bool = False) -> "Corpus":
+        """The corpus of a recipe's data stage (``paths``: its ``train_src``, ``train_tgt`` and optional
+        ``dev_src``, ``dev_tgt``); ``builtin``: the built-in pairs' tokenised text."""
+        return cls(spm=spm, train_src=paths["train_src"], train_tgt=paths["train_tgt"],
+                   dev_src=paths.get("dev_src") or None, dev_tgt=paths.get("dev_tgt") or None,
+                   train_channels=train_channels or {}, dev_channels=dev_channels or {}, tests=tests,
+                   tokenized_by_design=builtin)
+
 
 @dataclass(frozen=True)
 class Evaluation:

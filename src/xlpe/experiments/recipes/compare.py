@@ -162,10 +162,8 @@ def run_experiment(cfg: CompareConfig, out: str | os.PathLike, only: list[str] |
     key = RunKey(model=cfg.model, train=cfg.train, beam=e.beam, lenpen=e.lenpen, spm=file_sig(spm),
                  tests={k: file_sig(v[0], v[1]) for k, v in tests.items()})
     shared = Shared(model=cfg.model, train=cfg.train, threads=e.threads, reuse_runs=tuple(e.reuse_runs),
-                    corpus=Corpus(spm=spm, train_src=p["train_src"], train_tgt=p["train_tgt"],
-                                  dev_src=p.get("dev_src") or None, dev_tgt=p.get("dev_tgt") or None,
-                                  train_channels=channels["train"], dev_channels=channels.get("dev", {}), tests=tests,
-                                  tokenized_by_design=bool(cfg.data.builtin)),
+                    corpus=Corpus.of(spm, p, tests, train_channels=channels["train"],
+                                     dev_channels=channels.get("dev"), builtin=bool(cfg.data.builtin)),
                     evaluation=Evaluation(beam=e.beam, lenpen=e.lenpen))
     # the first seed's runs, the decoding cost of their models, then the other seeds (as structural-pe and dpe)
     results["runs"] = run_grid(out / "runs", systems, e.seeds[:1], shared, key, jobs=e.jobs)

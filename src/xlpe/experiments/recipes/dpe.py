@@ -164,11 +164,9 @@ def run_experiment(cfg: DPEConfig, out: str | os.PathLike, only: list[str] | Non
                  channels={"train": {"dpe_target": file_sig(targets["train"])}},
                  tests=file_sig(p["test_src"], p["test_tgt"]))
     shared = Shared(model=cfg.model, train=cfg.train, threads=e.threads, reuse_runs=tuple(e.reuse_runs),
-                    corpus=Corpus(spm=spm, train_src=p["train_src"], train_tgt=p["train_tgt"],
-                                  dev_src=p.get("dev_src") or None, dev_tgt=p.get("dev_tgt") or None,
-                                  train_channels=channels["train"], dev_channels=channels["dev"],
-                                  tests={"test": (p["test_src"], p["test_tgt"], channels["test"])},
-                                  tokenized_by_design=bool(cfg.data.builtin)),
+                    corpus=Corpus.of(spm, p, {"test": (p["test_src"], p["test_tgt"], channels["test"])},
+                                     train_channels=channels["train"], dev_channels=channels["dev"],
+                                     builtin=bool(cfg.data.builtin)),
                     evaluation=Evaluation(beam=e.beam, lenpen=e.lenpen,
                                           probe=DPEProbe(p["test_src"], targets["test"], spm)))
     runs = _lambda_sweep(cfg, out, tables, p, shared, key, systems, results)

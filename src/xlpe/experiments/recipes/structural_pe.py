@@ -137,10 +137,8 @@ def run_experiment(cfg: StructConfig, out: str | os.PathLike, only: list[str] | 
                              orders={s: ch["xl"] for s, ch in sigs.items() if "xl" in ch} if n in e.compose else {})
              for n in systems}
     shared = Shared(model=cfg.model, train=cfg.train, threads=e.threads, reuse_runs=tuple(e.reuse_runs),
-                    corpus=Corpus(spm=spm, train_src=p["train_src"], train_tgt=p["train_tgt"],
-                                  dev_src=p.get("dev_src") or None, dev_tgt=p.get("dev_tgt") or None,
-                                  train_channels=channels["train"], dev_channels=channels.get("dev", {}), tests=tests,
-                                  tokenized_by_design=bool(cfg.data.builtin)),
+                    corpus=Corpus.of(spm, p, tests, train_channels=channels["train"],
+                                     dev_channels=channels.get("dev"), builtin=bool(cfg.data.builtin)),
                     evaluation=Evaluation(beam=e.beam, lenpen=e.lenpen))
     # the first seed's runs, then the decoding cost of their models, then the other seeds: a table filled on several
     # machines (xlpe experiment archive) measures the decoding cost while the first seed's checkpoints are there

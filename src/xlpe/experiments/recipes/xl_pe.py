@@ -269,10 +269,8 @@ def run_experiment(cfg: XLConfig, out: str | os.PathLike, only: list[str] | None
         and p["gold_src"] != p["test_src"] else None)
     shared = Shared(model=cfg.model, train=cfg.train, threads=e.threads, noise_unit=e.noise_unit,
                     reuse_runs=tuple(e.reuse_runs),
-                    corpus=Corpus(spm=spm, train_src=p["train_src"], train_tgt=p["train_tgt"],
-                                  dev_src=p.get("dev_src") or None, dev_tgt=p.get("dev_tgt") or None,
-                                  train_channels=train_channels, dev_channels=xl.get("dev", {}), tests=tests,
-                                  tokenized_by_design=bool(cfg.data.builtin)),
+                    corpus=Corpus.of(spm, p, tests, train_channels=train_channels, dev_channels=xl.get("dev"),
+                                     builtin=bool(cfg.data.builtin)),
                     evaluation=Evaluation(beam=e.beam, lenpen=e.lenpen, gold=gold, more_gold=more_gold,
                                           attention_layer=e.attention_layer, attention_merge=e.attention_merge))
     results["runs"] = run_grid(
