@@ -5,7 +5,8 @@ cross-align); the baseline's code comes from git history, so the test needs a cl
 
 :data:`BASELINE` moves forward only with a change that means to change a report or a key, and that change's commit
 message says why. Before the experiment engine it was d20401d (the engine kept every key and report of that commit);
-the statistics fix of the xl-pe report's AER-claims header (4e63507) then moved it to the merge that brought it.
+the statistics fix of the xl-pe report's AER-claims header (4e63507) then moved it to the merge that brought it,
+and the xl-pe report header's naming of its t-test (paired or Welch's) to that change's commit, a7c2c5b.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-BASELINE = "9932a18"
+BASELINE = "a7c2c5b"
 CONFIGS = Path(__file__).with_name("recipe_configs")
 DEMO = ["--train", "600", "--dev", "50", "--test", "50", "--vocab-size", "400", "--preorder-sentences", "200",
         "--preorder-iterations", "1", "--nmt-pe", "none", "ape", "headxl", "struct", "dpe", "--nmt-updates", "8",
