@@ -420,7 +420,12 @@ def mark_average(a, out: Path, key: str, updates: int) -> Path | None:
 
 def xlpe_optim(a) -> dict:
     """The optimisation settings that differ from XLPE_OPTIM's (flag -> value)."""
-    base = dict(zip(XLPE_OPTIM[::2], XLPE_OPTIM[1::2]))
+    base, flag = {}, None
+    for tok in XLPE_OPTIM:             # a flag may take more than one value (--betas 0.9 0.98)
+        if tok.startswith("--"):
+            flag = tok
+        else:
+            base[flag] = tok if flag not in base else f"{base[flag]} {tok}"
     want = {"--lr": a.lr, "--warmup": a.warmup, "--max-tokens": a.max_tokens, "--schedule": a.schedule,
             "--dropout": a.dropout}
     base["--schedule"] = "inverse_sqrt"
