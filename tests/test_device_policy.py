@@ -3,6 +3,8 @@ runtime and the trainer reading them. The CUDA kernels themselves cannot run on 
 tested is which path each device type takes, and the loss-scaling path of the trainer run on the CPU under a
 policy that grants it fp16 there."""
 
+import dataclasses
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -18,13 +20,16 @@ from _nmt_toy import quick_train_config, tiny_model_config, toy  # noqa: F401  (
 def test_each_device_type_gets_its_choices():
     cpu, cuda, mps = policy_for("cpu"), policy_for("cuda"), policy_for("mps")
     assert cpu == DevicePolicy("cpu", explicit_low_precision_attention=True, fast_dropout_mask=True,
-                               retain_freed_memory=True, limit_onednn_caches=True, amp_modes=("bf16",),
+                               retain_freed_memory=True, limit_onednn_caches=True, chunked_topk=True,
+                               decoding_dtypes=("float32", "bfloat16", "int8"), amp_modes=("bf16",),
                                loss_scaling=())
     assert cuda == DevicePolicy("cuda", explicit_low_precision_attention=False, fast_dropout_mask=False,
-                                retain_freed_memory=False, limit_onednn_caches=False, amp_modes=("bf16", "fp16"),
+                                retain_freed_memory=False, limit_onednn_caches=False, chunked_topk=False,
+                                decoding_dtypes=("float32", "bfloat16", "float16"), amp_modes=("bf16", "fp16"),
                                 loss_scaling=("fp16",))
     assert not any((mps.explicit_low_precision_attention, mps.fast_dropout_mask, mps.retain_freed_memory,
-                    mps.limit_onednn_caches, mps.loss_scaling)) and mps.amp_modes == ("bf16",)
+                    mps.limit_onednn_caches, mps.chunked_topk, mps.loss_scaling)) and mps.amp_modes == ("bf16",)
+    assert mps.decoding_dtypes == ("float32", "bfloat16")
     assert cuda.grad_scaler("fp16") and not cuda.grad_scaler("bf16") and not cpu.grad_scaler("fp16")
     # by name or torch.device, any index: one cached policy per type
     assert device_policy("cuda:1") is device_policy(torch.device("cuda", 0)) == cuda
@@ -36,6 +41,31 @@ def test_autocast_precisions_follow_the_policy():
         runtime.autocast_context("fp16", torch.device("cpu"))
     assert callable(runtime.autocast_context("fp16", torch.device("cuda")))     # built, not entered: no GPU here
     assert callable(runtime.autocast_context("bf16", torch.device("cuda")))
+
+
+def test_decoding_reads_the_policy(monkeypatch):
+    """Decoding weight types and beam search's top-k follow the device's policy: int8 on CPU only, float16 on CUDA
+    only; top-k through chunk maxima where the policy says, ``topk`` itself elsewhere (same values either way)."""
+    import xlpe.infer.beam as beam
+    from xlpe.infer.translate import check_dtype
+    with pytest.raises(ConfigError, match="float16 needs a GPU"):
+        check_dtype("float16", torch.device("cpu"))
+    with pytest.raises(ConfigError, match="int8 .* runs on CPU only"):
+        check_dtype("int8", torch.device("cuda"))
+    with pytest.raises(ConfigError, match="int8 .* runs on CPU only"):
+        check_dtype("int8", torch.device("mps"))
+    check_dtype("int8", torch.device("cpu"))
+    check_dtype("float16", torch.device("cuda"))
+    x = torch.randn(3, 4096)
+    calls = []
+    topk = torch.Tensor.topk
+    monkeypatch.setattr(torch.Tensor, "topk", lambda t, *a, **k: calls.append(t.shape[-1]) or topk(t, *a, **k))
+    chunked = beam.chunked_topk(x, 5, 64)
+    assert 4096 not in calls                          # only over chunk maxima and candidates
+    calls.clear()
+    monkeypatch.setattr(beam, "device_policy", lambda device: policy_for("cuda"))
+    plain = beam.chunked_topk(x, 5, 64)
+    assert calls == [4096] and torch.equal(plain[0], chunked[0]) and torch.equal(plain[1], chunked[1])
 
 
 def test_dropout_and_attention_kernels_read_the_policy(monkeypatch):
@@ -73,8 +103,7 @@ def test_training_sets_up_the_host_only_where_the_policy_says(toy, tmp_path, mon
     monkeypatch.setattr(trainer, "limit_onednn_caches", lambda: calls.append("limit") or True)
     train(tiny_model_config(), quick_train_config(tmp_path / "cpu", max_updates=1), data)
     assert calls == ["retain", "limit"]
-    declined = DevicePolicy("cpu", True, True, retain_freed_memory=False, limit_onednn_caches=False,
-                            amp_modes=("bf16",), loss_scaling=())
+    declined = dataclasses.replace(policy_for("cpu"), retain_freed_memory=False, limit_onednn_caches=False)
     monkeypatch.setattr(trainer, "device_policy", lambda device: declined)
     train(tiny_model_config(), quick_train_config(tmp_path / "declined", max_updates=1), data)
     assert calls == ["retain", "limit"]
@@ -87,7 +116,7 @@ def test_fp16_training_with_the_grad_scaler_under_a_policy_that_allows_it(toy, t
     import xlpe.train.trainer as trainer
     from xlpe.nn.checkpoint import load_checkpoint
     from xlpe.train import DataConfig, train
-    grant = DevicePolicy("cpu", True, True, True, True, amp_modes=("bf16", "fp16"), loss_scaling=("fp16",))
+    grant = dataclasses.replace(policy_for("cpu"), amp_modes=("bf16", "fp16"), loss_scaling=("fp16",))
     monkeypatch.setattr(runtime, "device_policy", lambda device: grant)
     monkeypatch.setattr(trainer, "device_policy", lambda device: grant)
     data = DataConfig(train_src=str(toy["src"]), train_tgt=str(toy["tgt"]), subword_model=str(toy["spm"]))

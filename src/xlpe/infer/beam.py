@@ -62,6 +62,7 @@ from torch import Tensor
 
 from xlpe.errors import ConfigError
 from xlpe.infer.shortlist import BatchVocab, Shortlist
+from xlpe.nn.device import device_policy
 from xlpe.nn.transformer import DecoderCache, EncoderOut, Transformer
 from xlpe.runtime import check_memory
 
@@ -158,7 +159,7 @@ def chunked_topk(x: Tensor, k: int, chunk: int | None = None) -> tuple[Tensor, T
     N, V = x.shape
     chunk = chunk or TOPK_CHUNK
     n_full = V // chunk
-    if n_full <= 2 * k or x.device.type != "cpu":
+    if n_full <= 2 * k or not device_policy(x.device).chunked_topk:
         return x.topk(k, dim=-1)
     tail = V - n_full * chunk
     cmax = x[:, :n_full * chunk].unflatten(1, (n_full, chunk)).amax(-1)          # (N, V // chunk)

@@ -33,7 +33,7 @@ from xlpe.data.channels import ChannelSource, IterableSource, as_source
 from xlpe.data.subword import SubwordModel
 from xlpe.errors import ConfigError, FormatError
 from xlpe.io.text import read_lines, tokenize
-from xlpe.runtime import resolve_device, warn_if_emulated_bf16
+from xlpe.runtime import device_policy, resolve_device, warn_if_emulated_bf16
 from xlpe.io.atomic import check_outputs
 from xlpe.infer.shortlist import FREQUENT, PER_SOURCE, Shortlist, prepare_shortlist
 from xlpe.nn.positions import required_inputs
@@ -67,10 +67,10 @@ def check_dtype(dtype: str, device: torch.device) -> None:
     """A :class:`ConfigError` for a decoding weight type that is unknown or unusable on ``device``."""
     if dtype not in DTYPES:
         raise ConfigError(f"unknown decoding dtype {dtype!r}; valid: {', '.join(DTYPES)}")
-    if dtype == "float16" and device.type == "cpu":
-        raise ConfigError("dtype float16 needs a GPU; on CPU use bfloat16")
-    if dtype == "int8" and device.type != "cpu":
-        raise ConfigError("dtype int8 (torch's dynamic quantisation) runs on CPU only")
+    if dtype not in device_policy(device).decoding_dtypes:
+        raise ConfigError({"float16": f"dtype float16 needs a GPU (CUDA); on {device.type} use bfloat16",
+                           "int8": "dtype int8 (torch's dynamic quantisation) runs on CPU only"
+                           }.get(dtype, f"dtype {dtype} is not available on {device.type}"))
     if dtype == "bfloat16":
         warn_if_emulated_bf16(device, "dtype float32 (--dtype float32) decodes in float32")
 

@@ -11,6 +11,10 @@ kernels are the fast path. Every such choice reads a :class:`DevicePolicy`:
 * the C allocator (:func:`xlpe.runtime.retain_freed_memory`) and oneDNN's primitive caches
   (:func:`xlpe.runtime.limit_onednn_caches`): host-process settings for a process whose tensors live in host
   memory and whose bf16 products run through oneDNN, i.e. a CPU process;
+* beam search's top-k (:func:`xlpe.infer.beam.chunked_topk`): on CPU through chunk maxima, several times faster
+  there than ``topk`` over the vocabulary; elsewhere ``topk`` itself (fast on a GPU);
+* the weight types decoding takes (:func:`xlpe.infer.translate.check_dtype`): ``int8`` (torch's dynamic
+  quantisation, a CPU kernel) on CPU only, ``float16`` on CUDA only;
 * mixed precision (:func:`xlpe.runtime.autocast_context`, the trainer's loss scaler): bf16 autocast everywhere,
   fp16 autocast only on CUDA, and with fp16 a ``torch.amp.GradScaler`` (fp16's narrow range would flush small
   gradients to zero).
@@ -37,6 +41,9 @@ class DevicePolicy:
         fast_dropout_mask: dropout masks from :func:`xlpe.nn.attention.splitmix64` instead of ``F.dropout``.
         retain_freed_memory: keep freed memory in glibc's heap (:func:`xlpe.runtime.retain_freed_memory`).
         limit_onednn_caches: cap oneDNN's primitive caches (:func:`xlpe.runtime.limit_onednn_caches`).
+        chunked_topk: beam search's top-k through chunk maxima (:func:`xlpe.infer.beam.chunked_topk`).
+        decoding_dtypes: the weight types decoding takes (``float32``, ``bfloat16``; ``int8`` on CPU, ``float16``
+            on CUDA).
         amp_modes: the autocast precisions the device takes (``bf16``; ``fp16`` on CUDA).
         loss_scaling: the autocast precisions that train with a ``torch.amp.GradScaler``.
     """
@@ -46,6 +53,8 @@ class DevicePolicy:
     fast_dropout_mask: bool
     retain_freed_memory: bool
     limit_onednn_caches: bool
+    chunked_topk: bool
+    decoding_dtypes: tuple[str, ...]
     amp_modes: tuple[str, ...]
     loss_scaling: tuple[str, ...]
 
@@ -60,7 +69,8 @@ def policy_for(device_type: str) -> DevicePolicy:
     cpu = device_type == "cpu"
     cuda = device_type == "cuda"
     return DevicePolicy(device_type=device_type, explicit_low_precision_attention=cpu, fast_dropout_mask=cpu,
-                        retain_freed_memory=cpu, limit_onednn_caches=cpu,
+                        retain_freed_memory=cpu, limit_onednn_caches=cpu, chunked_topk=cpu,
+                        decoding_dtypes=("float32", "bfloat16") + (("int8",) if cpu else ("float16",) if cuda else ()),
                         amp_modes=("bf16", "fp16") if cuda else ("bf16",), loss_scaling=("fp16",) if cuda else ())
 
 
