@@ -32,3 +32,21 @@ def _one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(n)
+
+
+@pytest.fixture(autouse=True)
+def _signals_left_alone():
+    """A test must leave the process's stop signals as it found them: a SIGINT ignored or blocked here is inherited
+    by every subprocess a later test starts, whose Ctrl-C test then sees the command finish instead of stop."""
+    import signal
+    stops = (signal.SIGINT, signal.SIGTERM)
+    handlers = {s: signal.getsignal(s) for s in stops}
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, []) if hasattr(signal, "pthread_sigmask") else None
+    yield
+    changed = [signal.Signals(s).name for s in stops if signal.getsignal(s) != handlers[s]]
+    for s in stops:
+        signal.signal(s, handlers[s])
+    if mask is not None and signal.pthread_sigmask(signal.SIG_SETMASK, mask) != mask:
+        changed.append("the blocked-signal mask")
+    if changed:
+        pytest.fail(f"the test left {', '.join(changed)} changed (restored now)")

@@ -325,6 +325,34 @@ def test_kill_and_resume_is_exact(toy, tmp_path):
         train(mcfg, quick_train_config(tmp_path / "b", max_updates=1, resume="none"), _data(toy))
 
 
+def test_a_stop_lands_between_updates_and_keeps_them(toy, tmp_path, monkeypatch):
+    """Ctrl-C (or SIGTERM) during an update: the update completes, a checkpoint of it is written, and the same
+    command resumes to the very parameters of a run that was never stopped (here before the first save_every
+    checkpoint, which used to lose every update)."""
+    import os
+    import signal
+
+    import xlpe.train.trainer as trainer
+    mcfg = tiny_model_config(dropout=0.3)
+    common = dict(max_tokens=160, save_every=100)
+    straight = train(mcfg, quick_train_config(tmp_path / "a", max_updates=8, **common), _data(toy))
+    update = trainer._Run.update
+
+    def interrupted(self, group):
+        if self.step == 4:                               # the signal arrives as update 5 begins
+            os.kill(os.getpid(), signal.SIGINT)
+        return update(self, group)
+    monkeypatch.setattr(trainer._Run, "update", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        train(mcfg, quick_train_config(tmp_path / "b", max_updates=8, **common), _data(toy))
+    assert sorted(p.name for p in (tmp_path / "b").glob("checkpoint_*.pt")) == ["checkpoint_5.pt"]
+    monkeypatch.setattr(trainer._Run, "update", update)
+    resumed = train(mcfg, quick_train_config(tmp_path / "b", max_updates=8, **common), _data(toy))
+    a, b = _params(straight.model), _params(resumed.model)
+    for k in a:
+        assert torch.allclose(a[k], b[k], rtol=1e-6, atol=1e-7), k
+
+
 def test_loop_validation_epochs_and_checkpoints(toy, tmp_path):
     out = tmp_path / "run"
     cfg = quick_train_config(out, max_epochs=2, validate_every=4, save_every=4, keep_last=2, dev_bleu=True,

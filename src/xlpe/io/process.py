@@ -191,6 +191,30 @@ def _stop_signals_blocked() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
+@contextlib.contextmanager
+def stop_signals_deferred() -> Iterator[None]:
+    """SIGINT and SIGTERM put off inside the block and handled as it ends, by the handlers they had: a training
+    update that Ctrl-C interrupts completes first, so the stop lands between updates. Python-level (a signal
+    mask would not do: the kernel hands a process's signal to any thread that does not block it, e.g. one of
+    torch's). Outside the main thread (where signals are handled) it puts off nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    old = {s: signal.signal(s, lambda signum, frame: caught.append(signum)) for s in _STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+        for s in dict.fromkeys(caught):
+            handler = old[s]
+            if callable(handler):
+                handler(s, None)
+            elif handler == signal.SIG_DFL:
+                os.kill(os.getpid(), s)
+
+
 def start_method() -> str:
     """``fork`` where there is one (workers share the parent's loaded model without pickling it), else
     ``spawn``."""

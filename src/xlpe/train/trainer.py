@@ -45,7 +45,7 @@ from torch.nn.parallel import DistributedDataParallel
 from xlpe.data.batching import TokenBatchSampler, collate
 from xlpe.data.subword import PAD_ID
 from xlpe.errors import ConfigError
-from xlpe.io.process import RUN_LOCK, FolderLock, lock_run_folder  # noqa: F401 (RUN_LOCK: for tests)
+from xlpe.io.process import RUN_LOCK, FolderLock, Terminated, lock_run_folder, stop_signals_deferred  # noqa: F401
 from xlpe.nn.checkpoint import checkpoint_path, load_checkpoint, prune_checkpoints, save_checkpoint, subword_entry
 from xlpe.nn.transformer import build_model, count_parameters
 from xlpe.runtime import (AMP_FP32_FIX, Distributed, MetricsLog, adam_kwargs, autocast_context, device_policy,
@@ -80,6 +80,20 @@ class TrainResult:
 # the loop
 # ======================================================================================================
 
+def _save_on_stop(run: "_Run | None", last_saved: int | None, d: Distributed) -> None:
+    """A run stopped by Ctrl-C or SIGTERM keeps its updates: the loop holds those signals inside an update, so
+    the state is whole and is saved as a checkpoint the same command resumes from. Not under DDP, whose ranks
+    may stop at different updates (the checkpoint's gather would wait for the others)."""
+    if run is None or d.enabled or run.step == 0 or run.step == last_saved:
+        return
+    path = checkpoint_path(run.out, run.step)
+    if path.exists():
+        return
+    with stop_signals_deferred():                    # a second stop does not cut the checkpoint short
+        run.save(path)
+    log.warning("stopped at update %d: saved %s; the same command resumes from it", run.step, path)
+
+
 def train(model_cfg, train_cfg: TrainConfig, data: DataConfig) -> TrainResult:
     """Train an NMT model; see the module docstring.
 
@@ -91,7 +105,7 @@ def train(model_cfg, train_cfg: TrainConfig, data: DataConfig) -> TrainResult:
     """
     cfg = train_cfg
     dist_ = init_distributed(cfg.device)
-    out, created, lock = None, False, None
+    out, created, lock, run, last_saved = None, False, None, None, None
     try:
         device, pure, autocast = _set_up_process(cfg, dist_)
         out, created, lock = _output_dir(cfg, dist_)
@@ -101,21 +115,22 @@ def train(model_cfg, train_cfg: TrainConfig, data: DataConfig) -> TrainResult:
         run.begin(resumed_step=run.step if ck is not None else None)
         del ck
         run.model.train()
-        stop_reason, last_saved = None, None
+        stop_reason = None
         batches = iter(run.sampler)
         while stop_reason is None:
             if cfg.max_updates and run.step >= cfg.max_updates:
                 stop_reason = "max_updates"
                 break
-            group = list(islice(batches, cfg.update_freq))
-            if not group:                                    # end of an epoch
-                if cfg.max_epochs and run.sampler.epoch + 1 >= cfg.max_epochs:
-                    stop_reason = "max_epochs"
-                    break
-                run.sampler.set_epoch(run.sampler.epoch + 1)
-                batches = iter(run.sampler)
-                continue
-            wall = run.update(group)
+            with stop_signals_deferred():                    # a Ctrl-C or SIGTERM lands between updates
+                group = list(islice(batches, cfg.update_freq))
+                if not group:                                # end of an epoch
+                    if cfg.max_epochs and run.sampler.epoch + 1 >= cfg.max_epochs:
+                        stop_reason = "max_epochs"
+                        break
+                    run.sampler.set_epoch(run.sampler.epoch + 1)
+                    batches = iter(run.sampler)
+                    continue
+                wall = run.update(group)
 
             # logging, validation, checkpoints, limits
             if run.step % cfg.log_every == 0:
@@ -132,6 +147,9 @@ def train(model_cfg, train_cfg: TrainConfig, data: DataConfig) -> TrainResult:
                 run.save(checkpoint_path(out, run.step))
                 last_saved = run.step
         return run.finish(stop_reason, last_saved)
+    except (KeyboardInterrupt, Terminated):
+        _save_on_stop(run, last_saved, dist_)
+        raise
     except BaseException:
         if dist_.is_main and created and not any(out.glob("checkpoint_*.pt")):
             shutil.rmtree(out, ignore_errors=True)       # a run that failed before its first checkpoint leaves nothing
