@@ -34,19 +34,44 @@ def _one_torch_thread():
     torch.set_num_threads(n)
 
 
+def _stop_signal_state() -> dict:
+    """SIGINT's and SIGTERM's handlers (Python's view), the main thread's blocked mask, and the kernel's view of
+    which signals are ignored (a C library can ignore a signal behind Python's back)."""
+    import signal
+    state = {"handlers": {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)},
+             "mask": signal.pthread_sigmask(signal.SIG_BLOCK, []) if hasattr(signal, "pthread_sigmask") else None}
+    try:
+        ignored = next(int(line.split()[1], 16) for line in open("/proc/self/status") if line.startswith("SigIgn"))
+        state["ignored"] = {s for s in (signal.SIGINT, signal.SIGTERM) if ignored >> (s - 1) & 1}
+    except (OSError, StopIteration):
+        pass
+    return state
+
+
+_SIGNALS_AT_START = _stop_signal_state()
+
+
+def _restore_stop_signals(state: dict) -> None:
+    import signal
+    for s, handler in state["handlers"].items():
+        signal.signal(s, handler)                 # sets the kernel's disposition too
+    if state["mask"] is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, state["mask"])
+
+
 @pytest.fixture(autouse=True)
 def _signals_left_alone():
-    """A test must leave the process's stop signals as it found them: a SIGINT ignored or blocked here is inherited
-    by every subprocess a later test starts, whose Ctrl-C test then sees the command finish instead of stop."""
-    import signal
-    stops = (signal.SIGINT, signal.SIGTERM)
-    handlers = {s: signal.getsignal(s) for s in stops}
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, []) if hasattr(signal, "pthread_sigmask") else None
+    """A test must leave the process's stop signals as the session found them: a SIGINT ignored or blocked here is
+    inherited by every subprocess a later test starts, whose Ctrl-C test then sees the command finish instead of
+    stop. Checked before each test (a changed state there comes from a fixture of its module, or the test before)
+    and after it; a changed state is restored, and the test fails."""
+    before = _stop_signal_state()
+    if before != _SIGNALS_AT_START:
+        _restore_stop_signals(_SIGNALS_AT_START)
+        pytest.fail(f"stop signals changed before this test (a module fixture or the previous test): "
+                    f"{before} instead of {_SIGNALS_AT_START} (restored now)")
     yield
-    changed = [signal.Signals(s).name for s in stops if signal.getsignal(s) != handlers[s]]
-    for s in stops:
-        signal.signal(s, handlers[s])
-    if mask is not None and signal.pthread_sigmask(signal.SIG_SETMASK, mask) != mask:
-        changed.append("the blocked-signal mask")
-    if changed:
-        pytest.fail(f"the test left {', '.join(changed)} changed (restored now)")
+    after = _stop_signal_state()
+    if after != _SIGNALS_AT_START:
+        _restore_stop_signals(_SIGNALS_AT_START)
+        pytest.fail(f"the test left its stop signals changed: {after} instead of {_SIGNALS_AT_START} (restored now)")
