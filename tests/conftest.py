@@ -48,6 +48,16 @@ def _stop_signal_state() -> dict:
     return state
 
 
+def _sigint_as_in_a_terminal() -> None:
+    """A shell starts a background job (``make test &``, ``nohup``) with SIGINT ignored, and every process the tests
+    start would inherit that, so their Ctrl-C tests would see commands finish instead of stop. The tests run as
+    from a terminal: SIGINT raises KeyboardInterrupt."""
+    import signal
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+_sigint_as_in_a_terminal()
 _SIGNALS_AT_START = _stop_signal_state()
 
 
