@@ -729,3 +729,26 @@ def test_adam_implementations_are_one_algorithm(toy, tmp_path, monkeypatch, capl
     torch.save(ck, old)
     train(tiny_model_config(dropout=0.3), quick_train_config(tmp_path / "for-loop", max_updates=7), _data(toy))
     assert "with changed adam ('for-loop' -> 'fused')" in caplog.text
+
+
+def test_stop_signals_are_put_off_to_the_end_of_the_block_by_the_handlers_they_had():
+    """``stop_signals_deferred``: a signal inside the block reaches its own handler once the block ends (once, however
+    often it came), an ignored one stays ignored, and the handlers are back as they were."""
+    import os
+    import signal
+
+    from xlpe.io.process import stop_signals_deferred
+    seen = []
+    old = signal.signal(signal.SIGTERM, lambda signum, frame: seen.append(signum))
+    try:
+        with stop_signals_deferred():
+            os.kill(os.getpid(), signal.SIGTERM)
+            os.kill(os.getpid(), signal.SIGTERM)
+            assert seen == []
+        assert seen == [signal.SIGTERM]
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        with stop_signals_deferred():
+            os.kill(os.getpid(), signal.SIGTERM)
+        assert seen == [signal.SIGTERM] and signal.getsignal(signal.SIGTERM) == signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGTERM, old)
