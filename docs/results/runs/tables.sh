@@ -24,7 +24,7 @@ TABLES=(
   # after a restore: tests/test_reuse.py::test_dpe_takes_its_baseline_from_structural_pe)
   "8b4165d dpe-europarl dpe examples/dpe-europarl.toml --only table3 table5
    --set experiment.reuse_runs=['$RUNS/struct-europarl']"
-  # which encoding should I use (docs/results/compare.md): the built-in pair, then Multi30k (39 runs of ~25 min)
+  # which encoding should I use (docs/results/compare.md): the built-in pair, then Multi30k (39 runs of ~1 h in fp32)
   "fe605ea compare-builtin compare examples/compare-builtin.toml"
   "fe605ea compare-multi30k compare examples/compare-multi30k.toml"
 )
