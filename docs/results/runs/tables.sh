@@ -26,7 +26,7 @@ TABLES=(
    --set experiment.reuse_runs=['$RUNS/struct-europarl']"
   # which encoding should I use (docs/results/compare.md): the built-in pair, then Multi30k (39 runs of ~1 h in fp32)
   "fe605ea compare-builtin compare examples/compare-builtin.toml"
-  "fe605ea compare-multi30k compare examples/compare-multi30k.toml"
+  "3348d4d compare-multi30k compare examples/compare-multi30k.toml"
 )
 ONLY=${ONLY:-compare-builtin compare-multi30k}
 
