@@ -555,6 +555,34 @@ def test_kill_and_resume_of_stage1_is_exact(corpus, tmp_path, monkeypatch):
         ct.train_stage("tlm", aligner(), *corpus, tmp_path / "b", _quick(resume="none"))
 
 
+def test_a_stop_keeps_the_updates_since_the_last_checkpoint(corpus, tmp_path, monkeypatch):
+    """Ctrl-C (or SIGTERM) during an update: the update completes, a checkpoint of it is written although
+    save_every is far off (a TLM stage of hours used to lose every update since its start), and the same call
+    resumes to the parameters of a run that was never stopped."""
+    import os
+    import signal
+
+    cfg = _quick(save_every=100)
+    straight = ct.train_stage("tlm", aligner(), *corpus, tmp_path / "a", cfg)
+    accumulate = ct._Updates.accumulate
+
+    def interrupted(self, *args):
+        if self.step == 2:                                   # the signal arrives as update 3 begins
+            os.kill(os.getpid(), signal.SIGINT)
+        return accumulate(self, *args)
+
+    monkeypatch.setattr(ct._Updates, "accumulate", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        ct.train_stage("tlm", aligner(), *corpus, tmp_path / "b", cfg)
+    assert sorted(p.name for p in (tmp_path / "b").glob("checkpoint_*.pt")) == ["checkpoint_3.pt"]
+    monkeypatch.setattr(ct._Updates, "accumulate", accumulate)
+    resumed = ct.train_stage("tlm", aligner(seed=99), *corpus, tmp_path / "b", cfg)
+    assert resumed.step == 5
+    a, b = straight.aligner.model.state_dict(), resumed.aligner.model.state_dict()
+    for k in a:
+        assert torch.allclose(a[k], b[k], rtol=1e-6, atol=1e-7), k
+
+
 def test_ssa_labels_are_the_frozen_models_links_computed_once(corpus, tmp_path, caplog):
     """The labels SSA trains on are the stage-1 model's extraction (layer c, softmax both ways at the label tau,
     [CLS] null sink, "any" rule), computed in one pass and reused while the teacher, data and settings match."""

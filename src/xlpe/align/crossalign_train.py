@@ -43,7 +43,7 @@ from xlpe.align.crossalign_data import LABELS, PairData, PairSampler, WordLinks,
 from xlpe.config import option
 from xlpe.errors import ConfigError
 from xlpe.io.atomic import atomic_write
-from xlpe.io.process import lock_run_folder
+from xlpe.io.process import lock_run_folder, stop_signals_deferred
 from xlpe.nn.checkpoint import checkpoint_path, load_checkpoint, prune_checkpoints, save_checkpoint
 from xlpe.runtime import (ADAM_IMPLS, AMP_MODES, MetricsLog, adam_kwargs, autocast_context, device_policy,
                           get_rng_state, init_distributed, limit_onednn_caches, progress_bar, resolve_device,
@@ -369,17 +369,20 @@ class _Updates:
             run.net = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
         return run
 
-    def state(self) -> dict:
-        """What a checkpoint holds (every rank takes part: the RNG states are gathered)."""
+    def save(self, out: Path) -> None:
+        """A checkpoint of this update in ``out`` (every rank takes part: the RNG states are gathered)."""
         rng = [get_rng_state()]
         if self.dist.enabled:
             import torch.distributed as tdist
             rng = [None] * self.dist.world
             tdist.all_gather_object(rng, get_rng_state())
-        return {"model": unwrap(self.net).state_dict(), "model_config": self.model_config, "stage": self.stage,
+        if self.dist.is_main:
+            save_checkpoint(checkpoint_path(out, self.step), {
+                "model": unwrap(self.net).state_dict(), "model_config": self.model_config, "stage": self.stage,
                 "train_config": dataclasses.asdict(self.cfg), "optimizer": self.optimizer.state_dict(),
                 "scheduler": self.scheduler.state_dict(), "sampler": self.sampler.state_dict(), "rng": rng,
-                "step": self.step, "epoch": self.sampler.epoch}
+                "step": self.step, "epoch": self.sampler.epoch})
+            prune_checkpoints(out, self.cfg.keep_last)
 
     def accumulate(self, data: PairData, micro_loss, device, autocast) -> tuple[float, int]:
         """The gradients of ``accum`` micro-batches (synchronised across processes after the last one); returns
@@ -398,35 +401,45 @@ class _Updates:
         return loss_sum, pairs
 
     def loop(self, data: PairData, micro_loss, device, autocast, out: Path, mlog: MetricsLog | None, bar) -> None:
-        """Update until ``total``: clipped gradients, the linear schedule, the mean loss logged every ``log_every``
-        updates and a checkpoint every ``save_every`` (and at the end)."""
-        cfg, net = self.cfg, self.net
-        t0, window, pairs = time.monotonic(), [], 0
-        while self.step < self.total:
-            net.train()
-            self.optimizer.zero_grad(set_to_none=True)
-            loss_sum, n = self.accumulate(data, micro_loss, device, autocast)
-            pairs += n
-            gnorm = torch.nn.utils.clip_grad_norm_(self.params, cfg.clip_norm if cfg.clip_norm > 0 else math.inf)
-            self.optimizer.step()
-            lr_used = self.scheduler.get_last_lr()[0]
-            self.scheduler.step()
-            self.step += 1
-            window.append(loss_sum)
-            if bar is not None:
-                bar.update(1)
-                bar.set_postfix(loss=f"{loss_sum:.3f}")
-            if mlog is not None and (self.step % cfg.log_every == 0 or self.step == self.total):
-                dt = time.monotonic() - t0
-                mlog.write({"step": self.step, "epoch": self.sampler.epoch, "loss": sum(window) / len(window),
-                            "lr": lr_used, "grad_norm": float(gnorm),
-                            "pairs_per_s": pairs * self.dist.world / max(dt, 1e-9)})
-                window, pairs, t0 = [], 0, time.monotonic()
-            if self.step % cfg.save_every == 0 or self.step == self.total:
-                st = self.state()                       # every rank takes part (RNG gather)
-                if self.dist.is_main:
-                    save_checkpoint(checkpoint_path(out, self.step), st)
-                    prune_checkpoints(out, cfg.keep_last)
+        """Update until ``total``, a checkpoint every ``save_every`` (and at the end). Ctrl-C or SIGTERM waits
+        for the update in progress, whose checkpoint is then written (not under DDP: ranks may stop apart)."""
+        clock, last_saved = {"t0": time.monotonic(), "window": [], "pairs": 0}, self.step
+        try:
+            while self.step < self.total:
+                with stop_signals_deferred():               # a stop lands between updates
+                    self._update(data, micro_loss, device, autocast, mlog, bar, clock)
+                    if self.step % self.cfg.save_every == 0 or self.step == self.total:
+                        self.save(out)
+                        last_saved = self.step
+        except KeyboardInterrupt:                           # Ctrl-C, or SIGTERM (Terminated)
+            if not self.dist.enabled and self.step != last_saved:
+                with stop_signals_deferred():               # a second stop does not cut the checkpoint short
+                    self.save(out)
+                log.warning("stopped at update %d: checkpoint in %s; the same command resumes", self.step, out)
+            raise
+
+    def _update(self, data: PairData, micro_loss, device, autocast, mlog: MetricsLog | None, bar, clock) -> None:
+        """One update: clipped gradients, the linear schedule, the mean loss logged every ``log_every``."""
+        cfg = self.cfg
+        self.net.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        loss_sum, n = self.accumulate(data, micro_loss, device, autocast)
+        gnorm = torch.nn.utils.clip_grad_norm_(self.params, cfg.clip_norm if cfg.clip_norm > 0 else math.inf)
+        self.optimizer.step()
+        lr_used = self.scheduler.get_last_lr()[0]
+        self.scheduler.step()
+        self.step += 1
+        clock["window"].append(loss_sum)
+        clock["pairs"] += n
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix(loss=f"{loss_sum:.3f}")
+        if mlog is not None and (self.step % cfg.log_every == 0 or self.step == self.total):
+            dt, window = time.monotonic() - clock["t0"], clock["window"]
+            mlog.write({"step": self.step, "epoch": self.sampler.epoch, "loss": sum(window) / len(window),
+                        "lr": lr_used, "grad_norm": float(gnorm),
+                        "pairs_per_s": clock["pairs"] * self.dist.world / max(dt, 1e-9)})
+            clock.update(t0=time.monotonic(), window=[], pairs=0)
 
 
 def train(init: str | CrossAligner, src: str, tgt: str, out: str | Path, cfg: TrainConfig | None = None, *,
