@@ -369,10 +369,11 @@ def decode_bench(a, data: Path, prep: Path, work: Path) -> dict:
     if xck:
         bs = a.decode_batch_size
         jobs.append(("xlpe_beam5_fairseqstop", dict(beam=5, greedy=False, batch_size=bs, beam_stop="fairseq")))
-        jobs.append(("xlpe_beam5_bf16", dict(beam=5, greedy=False, batch_size=bs, dtype="bfloat16")))
-        jobs.append(("xlpe_beam5_fairseqstop_bf16", dict(beam=5, greedy=False, batch_size=bs, dtype="bfloat16",
-                                                         beam_stop="fairseq")))
-        jobs.append(("xlpe_greedy_bf16", dict(beam=1, greedy=True, batch_size=bs, dtype="bfloat16")))
+        if not a.no_bf16:
+            jobs.append(("xlpe_beam5_bf16", dict(beam=5, greedy=False, batch_size=bs, dtype="bfloat16")))
+            jobs.append(("xlpe_beam5_fairseqstop_bf16", dict(beam=5, greedy=False, batch_size=bs,
+                                                             dtype="bfloat16", beam_stop="fairseq")))
+            jobs.append(("xlpe_greedy_bf16", dict(beam=1, greedy=True, batch_size=bs, dtype="bfloat16")))
         if a.before_src:
             jobs.append(("xlpe_before_beam5", dict(beam=5, greedy=False, batch_size=bs, xlpe_src=a.before_src)))
             jobs.append(("xlpe_before_greedy", dict(beam=1, greedy=True, batch_size=bs, xlpe_src=a.before_src)))
@@ -454,6 +455,8 @@ def main() -> None:
     ap.add_argument("--decode-limit", type=int, default=0, help="decode only the first N test sentences (quick check)")
     ap.add_argument("--lenpen", type=float, default=1.0)
     ap.add_argument("--no-single", action="store_true", help="skip xlpe beam with batch_size=1")
+    ap.add_argument("--no-bf16", action="store_true",
+                    help="skip xlpe's bf16-weight decoding (emulated and slow where the CPU has no bf16 instructions)")
     ap.add_argument("--same-max-len", action="store_true",
                     help="fairseq-generate gets xlpe's output length limit (1.2*S + 10) instead of its own (200): a "
                          "weak model's few run-away hypotheses otherwise decide fairseq's time")
