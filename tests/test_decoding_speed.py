@@ -1,6 +1,10 @@
 """Decoding's speed options and internals: vocabulary shortlists (xlpe.infer.shortlist), int8 linear layers and
 the stacked projections of a decoding step."""
 
+import copy as copy_module
+import dataclasses
+import pickle
+
 import pytest
 import torch
 
@@ -10,6 +14,8 @@ from xlpe.infer.beam import beam_search, greedy
 from xlpe.infer.translate import check_dtype, decoding_model, is_quantized
 from xlpe.infer.shortlist import build_shortlist, load_shortlist, prepare_shortlist
 from xlpe.nn.checkpoint import load_model
+from xlpe.nn import transformer as transformer_module
+from xlpe.nn.device import device_policy
 from xlpe.nn.transformer import TransformerConfig, build_model
 
 
@@ -88,6 +94,51 @@ def test_stacked_projections_follow_weight_changes():
         expect = m.decode(src[:, :4], m.encode(src))
     assert not torch.allclose(before, after)
     assert torch.allclose(after, expect, atol=1e-5)
+
+
+def test_output_projection_at_inference_is_onednn_with_a_packed_weight_that_follows_updates(monkeypatch):
+    m = tiny_model()
+    src = batch(m.cfg)
+    if not device_policy("cpu").packed_output_projection:
+        pytest.skip("this PyTorch has no oneDNN linear kernel: the plain product is the only path")
+    calls = []
+    real = torch.ops.mkldnn._linear_pointwise
+    monkeypatch.setattr(transformer_module.torch.ops.mkldnn, "_linear_pointwise",
+                        lambda *a: calls.append(a[0].shape) or real(*a), raising=False)
+    with torch.no_grad():
+        packed = m.decode(src[:, :4], m.encode(src))
+        assert calls == [(src.shape[0] * 4, m.cfg.d_model)]
+        with torch.enable_grad():
+            plain = m.decode(src[:, :4], m.encode(src))     # autograd on: the plain product
+        assert len(calls) == 1 and torch.allclose(packed, plain, atol=1e-5)
+        m.output_weight.mul_(1.5)                            # packed again after an in-place update
+        with torch.enable_grad():
+            expect = m.decode(src[:, :4], m.encode(src))
+        assert torch.allclose(m.decode(src[:, :4], m.encode(src)), expect, atol=1e-5)
+        assert not torch.allclose(expect, plain)
+        n = len(calls)
+        m.bfloat16()                                         # other weight types: the plain product
+        m.decode(src[:, :4], m.encode(src))
+        assert len(calls) == n
+    m.float()
+    for copy in (copy_module.deepcopy(m), pickle.loads(pickle.dumps(m))):   # the packed copy stays outside
+        with torch.no_grad():
+            out = copy.decode(src[:, :4], copy.encode(src))
+        assert torch.allclose(out, copy.decode(src[:, :4], copy.encode(src)), atol=1e-5)
+    assert m.state_dict().keys() == tiny_model().state_dict().keys()
+
+
+def test_without_the_policy_the_output_projection_is_the_plain_product(monkeypatch):
+    m = tiny_model()
+    src = batch(m.cfg)
+    off = dataclasses.replace(device_policy("cpu"), packed_output_projection=False)
+    monkeypatch.setattr(transformer_module, "device_policy", lambda device: off)
+    monkeypatch.setattr(transformer_module.torch.ops.mkldnn, "_linear_pointwise",
+                        lambda *a: pytest.fail("the oneDNN kernel was called"), raising=False)
+    with torch.no_grad():
+        out = m.decode(src[:, :4], m.encode(src))
+    with torch.enable_grad():
+        assert torch.equal(out, m.decode(src[:, :4], m.encode(src)))
 
 
 def test_cli_builds_the_table_once_and_decodes_inside_the_shortlist(toy, tmp_path, capsys):  # noqa: F811

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 import xlpe.nn.attention as attention
 import xlpe.runtime as runtime
 from xlpe.errors import ConfigError
-from xlpe.nn.device import DevicePolicy, device_policy, policy_for
+from xlpe.nn.device import DevicePolicy, device_policy, onednn_linear_available, policy_for
 
 from _nmt_toy import quick_train_config, tiny_model_config, toy  # noqa: F401  (toy is a fixture)
 
@@ -21,14 +21,17 @@ def test_each_device_type_gets_its_choices():
     cpu, cuda, mps = policy_for("cpu"), policy_for("cuda"), policy_for("mps")
     assert cpu == DevicePolicy("cpu", explicit_low_precision_attention=True, fast_dropout_mask=True,
                                retain_freed_memory=True, limit_onednn_caches=True, chunked_topk=True,
+                               packed_output_projection=onednn_linear_available(),
                                decoding_dtypes=("float32", "bfloat16", "int8"), amp_modes=("bf16",),
                                loss_scaling=())
     assert cuda == DevicePolicy("cuda", explicit_low_precision_attention=False, fast_dropout_mask=False,
                                 retain_freed_memory=False, limit_onednn_caches=False, chunked_topk=False,
+                                packed_output_projection=False,
                                 decoding_dtypes=("float32", "bfloat16", "float16"), amp_modes=("bf16", "fp16"),
                                 loss_scaling=("fp16",))
     assert not any((mps.explicit_low_precision_attention, mps.fast_dropout_mask, mps.retain_freed_memory,
-                    mps.limit_onednn_caches, mps.chunked_topk, mps.loss_scaling)) and mps.amp_modes == ("bf16",)
+                    mps.limit_onednn_caches, mps.chunked_topk, mps.packed_output_projection,
+                    mps.loss_scaling)) and mps.amp_modes == ("bf16",)
     assert mps.decoding_dtypes == ("float32", "bfloat16")
     assert cuda.grad_scaler("fp16") and not cuda.grad_scaler("bf16") and not cpu.grad_scaler("fp16")
     # by name or torch.device, any index: one cached policy per type

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import weakref
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -192,6 +193,22 @@ class Dropout(nn.Dropout):
         return dropout(x, self.p, self.training)
 
 
+_DERIVED: weakref.WeakKeyDictionary[nn.Module, dict[str, tuple[tuple, Any]]] = weakref.WeakKeyDictionary()
+
+
+def derived(owner: nn.Module, name: str, params: Sequence[Tensor], build: Callable[[], Any]) -> Any:
+    """What ``build()`` makes from the parameters ``params`` (a stack of weights, a copy packed for a library's
+    kernel), kept for ``owner`` under ``name`` (outside the module: not a parameter, not in the state dict, not
+    copied or pickled with it) and built again whenever one of the parameters is another tensor, storage or version
+    (an in-place update such as an optimiser step or ``load_state_dict``), so it never goes stale. Not for
+    inference tensors (they have no version)."""
+    key = tuple((id(p), p.data_ptr(), p._version) for p in params)
+    kept = _DERIVED.setdefault(owner, {})
+    if name not in kept or kept[name][0] != key:
+        kept[name] = key, build()
+    return kept[name][1]
+
+
 class MultiheadAttention(nn.Module):
     """Scaled dot-product attention over ``n_heads`` heads, batch first.
 
@@ -312,20 +329,15 @@ class MultiheadAttention(nn.Module):
     def _stacked(self, names: str) -> tuple[Tensor, Tensor] | None:
         """The weights and biases of the projections ``names`` (``"qkv"`` or ``"kv"``) stacked along the output, so
         that one product replaces two or three; only at inference (eval mode, no autograd) and for plain
-        ``nn.Linear`` projections, else None. The stack is kept on the module (not a parameter, not in the state
-        dict) and built again whenever one of the parameters is another tensor, storage or version (an in-place
-        update such as an optimiser step or ``load_state_dict``), so it never goes stale."""
+        ``nn.Linear`` projections, else None. The stack is kept by :func:`derived`, so it never goes stale."""
         if self.training or torch.is_grad_enabled():
             return None
         lins = [getattr(self, f"{n}_proj") for n in names]
         params = [p for lin in lins if type(lin) is nn.Linear for p in (lin.weight, lin.bias)]
         if len(params) != 2 * len(lins) or any(p.is_inference() for p in params):
             return None
-        key = tuple((id(p), p.data_ptr(), p._version) for p in params)
-        kept = self.__dict__.setdefault("_stacks", {})
-        if names not in kept or kept[names][0] != key:
-            kept[names] = key, (torch.cat([lin.weight for lin in lins]), torch.cat([lin.bias for lin in lins]))
-        return kept[names][1]
+        return derived(self, names, params, lambda: (torch.cat([lin.weight for lin in lins]),
+                                                     torch.cat([lin.bias for lin in lins])))
 
     def _self_qkv(self, x: Tensor, head_inputs: Sequence[HeadInput],
                   cache: dict[str, Tensor] | None) -> tuple[Tensor, Tensor, Tensor, int]:

@@ -24,9 +24,10 @@ import torch
 from torch import Tensor, nn
 
 from xlpe.errors import ConfigError
-from xlpe.nn.attention import DecoderLayer, Dropout, EncoderLayer
+from xlpe.nn.attention import DecoderLayer, Dropout, EncoderLayer, derived
 # PRESETS is re-exported: one import for the model and its config
 from xlpe.nn.config import PRESETS, TransformerConfig  # noqa: F401
+from xlpe.nn.device import device_policy
 from xlpe.nn.positions import EncodingContext, HeadInput, build_encodings
 from xlpe.nn.positions.sinusoid import model_sinusoid
 
@@ -171,8 +172,19 @@ class Decoder(nn.Module):
             cache.length += tgt_in.shape[1]
         if not project:
             return x, attn
-        logits = x @ (self.output_weight if output is None else output).t()
-        return logits, attn
+        return self._project(x) if output is None else x @ output.t(), attn
+
+    def _project(self, x: Tensor) -> Tensor:
+        """``x @ output_weight.T``; at inference (eval mode, no autograd) in float32 on a device whose policy says so
+        (CPU, :mod:`xlpe.nn.device`), through oneDNN's linear kernel with the weight packed once (a copy the size
+        of the weight, kept by :func:`~xlpe.nn.attention.derived` and packed again after any update)."""
+        w = self.output_weight
+        if (self.training or torch.is_grad_enabled() or w.dtype != torch.float32 or x.dtype != torch.float32
+                or w.is_inference() or not device_policy(w.device).packed_output_projection):
+            return x @ w.t()
+        packed = derived(self, "output", (w,), lambda: torch.ops.mkldnn._reorder_linear_weight(w.detach()))
+        y = torch.ops.mkldnn._linear_pointwise(x.reshape(-1, x.shape[-1]), packed, None, "none", [], "")
+        return y.view(*x.shape[:-1], w.shape[0])
 
     @property
     def output_weight(self) -> Tensor:
