@@ -12,9 +12,9 @@ CTranslate2's length limit is xlpe's rule (1.2 S + 10) at the longest input: it 
 
 xlpe decodes in a fresh process per round and system (``--worker``, with ``retain_freed_memory()`` as ``xlpe
 translate`` runs): ``xlpe`` (this checkout, ``--dtype``), ``xlpe-before`` (the source tree ``--before-src``, e.g. a
-``git worktree`` of an earlier commit, in float32), ``xlpe-shortlist`` (``--shortlist``, built from
-``--shortlist-build`` when missing) and ``xlpe-int8`` (``--int8``). With ``--reference`` every system's BLEU is
-reported (sacreBLEU through ``xlpe.evaluate.bleu``); choose settings on val, never on a test set.
+``git worktree`` of an earlier commit, in float32; a second tree is ``xlpe-before-2``, and so on),
+``xlpe-shortlist`` (``--shortlist``, built from ``--shortlist-build`` when missing) and ``xlpe-int8``
+(``--int8``). With ``--reference`` every system's BLEU is reported (sacreBLEU through ``xlpe.evaluate.bleu``); choose settings on val, never on a test set.
 """
 
 from __future__ import annotations
@@ -82,8 +82,8 @@ def ctranslate2_round(tr, pieces, a, max_len: int) -> tuple[float, float, list[l
 def systems(a) -> dict[str, tuple[Path, str, str | None]]:
     """The xlpe systems timed: name -> (source tree, dtype, shortlist table)."""
     out = {"xlpe": (REPO / "src", a.dtype, None)}
-    if a.before_src:
-        out["xlpe-before"] = (Path(a.before_src).resolve(), "float32", None)
+    for i, src in enumerate(a.before_src or []):
+        out["xlpe-before" + (f"-{i + 1}" if i else "")] = (Path(src).resolve(), "float32", None)
     if a.shortlist:
         out["xlpe-shortlist"] = (REPO / "src", a.dtype, a.shortlist)
     if a.int8:
@@ -104,7 +104,8 @@ def main() -> None:
     ap.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "int8"), help="xlpe's weights")
     ap.add_argument("--compute-type", default="float32",
                     help="CTranslate2's compute_type (float32, int8, int8_float32, bfloat16 where supported, ...)")
-    ap.add_argument("--before-src", default=None, help="an earlier xlpe's src/ folder, timed in the same rounds")
+    ap.add_argument("--before-src", nargs="+", default=None,
+                    help="earlier xlpe src/ folders, timed in the same rounds (xlpe-before, xlpe-before-2, ...)")
     ap.add_argument("--shortlist", default=None, help="also time xlpe with this vocabulary shortlist table")
     ap.add_argument("--shortlist-build", nargs=2, default=None, metavar=("TRAIN_SRC", "TRAIN_TGT"),
                     help="build the --shortlist table from this training text first when it does not exist")

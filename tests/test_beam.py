@@ -32,6 +32,26 @@ def random_model(seed=0, **kw):
     return build_model(TransformerConfig.from_preset("tiny", src_vocab_size=V, **kw))
 
 
+def test_candidates_are_the_log_softmax_top_k_with_forced_eos_and_never_pad_or_bos():
+    from xlpe.infer.beam import _next_candidates
+    from xlpe.nn.transformer import DecoderCache
+    m = random_model(3, tgt_vocab_size=300).eval()      # 300 pieces: the chunked top-k path
+    src = pad_batch(random_sentences(4, 2, 6, seed=5))
+    tokens = torch.tensor([[2], [7], [9], [11]])
+    max_len = torch.tensor([5, 0, 5, 0])                 # rows 1 and 3 are at their maximum length: EOS alone
+    with torch.inference_mode():
+        enc = m.encode(src)
+        lp = F.log_softmax(m.decode(tokens, enc)[:, -1], -1)
+        top, ids, _ = _next_candidates(m, tokens, enc, DecoderCache(), None, 0, max_len, 6)
+        want, want_ids = lp.index_fill(1, torch.tensor([0, 2]), float("-inf")).topk(6, -1)
+    for i in (0, 2):
+        assert ids[i].tolist() == want_ids[i].tolist()
+        assert torch.allclose(top[i], want[i], atol=1e-5)
+    for i in (1, 3):
+        assert ids[i, 0] == 3 and torch.allclose(top[i, 0], lp[i, 3], atol=1e-5)
+        assert torch.isinf(top[i, 1:]).all()
+
+
 def test_length_penalty_formulas():
     assert length_penalty(4, 0.6) == pytest.approx(4 ** 0.6)
     assert length_penalty(4, 0.6, "gnmt") == pytest.approx((9 / 6) ** 0.6)
