@@ -128,24 +128,21 @@ def _next_candidates(model: Transformer, tokens: Tensor, enc: EncoderOut, cache:
     out = model.decode(tokens, enc, need_attn_layer=layer, cache=cache, memory_slots=slots,
                        output=None if vocab is None else vocab.weight)
     logits, attn = out if layer is not None else (out, None)
-    # log p = logit - logsumexp(logits): the normaliser once per row, the subtraction for the k candidates only
-    # (a log-softmax would write the whole row); the ranking is the logits' own
-    x = logits[:, -1].float()
-    norm = torch.logsumexp(x, dim=-1, keepdim=True)
+    lp = torch.log_softmax(logits[:, -1].float(), dim=-1)
     eos_col = cfg.eos_id if vocab is None else vocab.eos_col
     force = step >= max_len
     if bool(force.any()):
-        eos = x[:, eos_col].clone()
-        x[force] = NEG_INF
-        x[force, eos_col] = eos[force]
+        eos = lp[:, eos_col].clone()
+        lp[force] = NEG_INF
+        lp[force, eos_col] = eos[force]
     if vocab is None:       # a shortlist holds neither
-        x[:, cfg.pad_id] = NEG_INF
+        lp[:, cfg.pad_id] = NEG_INF
         if cfg.bos_id != cfg.eos_id:
-            x[:, cfg.bos_id] = NEG_INF
-    top, ids = chunked_topk(x, k)
+            lp[:, cfg.bos_id] = NEG_INF
+    top, ids = chunked_topk(lp, k)
     if vocab is not None:
         ids = vocab.ids[ids]
-    return top - norm, ids, None if attn is None else attn.mean(1)[:, -1].float()
+    return top, ids, None if attn is None else attn.mean(1)[:, -1].float()
 
 
 #: elements per chunk in :func:`chunked_topk`
