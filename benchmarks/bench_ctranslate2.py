@@ -14,7 +14,8 @@ xlpe decodes in a fresh process per round and system (``--worker``, with ``retai
 translate`` runs): ``xlpe`` (this checkout, ``--dtype``), ``xlpe-before`` (the source tree ``--before-src``, e.g. a
 ``git worktree`` of an earlier commit, in float32; a second tree is ``xlpe-before-2``, and so on),
 ``xlpe-shortlist`` (``--shortlist``, built from ``--shortlist-build`` when missing) and ``xlpe-int8``
-(``--int8``). With ``--reference`` every system's BLEU is reported (sacreBLEU through ``xlpe.evaluate.bleu``); choose settings on val, never on a test set.
+(``--int8``). With ``--reference`` every system's BLEU is reported (sacreBLEU through ``xlpe.evaluate.bleu``);
+choose settings on val, never on a test set.
 """
 
 from __future__ import annotations
