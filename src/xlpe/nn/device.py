@@ -13,9 +13,8 @@ kernels are the fast path. Every such choice reads a :class:`DevicePolicy`:
   memory and whose bf16 products run through oneDNN, i.e. a CPU process;
 * the decoder's output projection at inference in float32 (:class:`xlpe.nn.transformer.Decoder`): on CPU through
   oneDNN's linear kernel with the weight packed once (PyTorch's own ``torch.ops.mkldnn._linear_pointwise``, the
-  kernel its compiler uses for frozen CPU models), 1.2-13x faster there than ``x @ W.t()`` over an 8,000-piece
-  vocabulary at 1-320 rows (``benchmarks/bench_output_projection.py``); elsewhere, or without oneDNN, the plain
-  product;
+  kernel its compiler uses for frozen CPU models), several times faster there than ``x @ W.t()`` at the few rows
+  of a beam step (``benchmarks/bench_output_projection.py``); elsewhere, or without oneDNN, the plain product;
 * beam search's top-k (:func:`xlpe.infer.beam.chunked_topk`): on CPU through chunk maxima, several times faster
   there than ``topk`` over the vocabulary; elsewhere ``topk`` itself (fast on a GPU);
 * the weight types decoding takes (:func:`xlpe.infer.translate.check_dtype`): ``int8`` (torch's dynamic
