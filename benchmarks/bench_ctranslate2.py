@@ -10,8 +10,10 @@ The model must be exportable (``pe`` of ``ape``, ``learned`` or ``rpe`` alone; `
 count decoding only (the tokenisation into pieces and the model loading are outside the timed part, for both).
 CTranslate2's length limit is xlpe's rule (1.2 S + 10) at the longest input: it has no per-sentence rule.
 
-xlpe decodes in a fresh process per round and system (``--worker``, with ``retain_freed_memory()`` as ``xlpe
-translate`` runs): ``xlpe`` (this checkout, ``--dtype``), ``xlpe-before`` (the source tree ``--before-src``, e.g. a
+Every system decodes in a fresh process per round, as a user runs it, CTranslate2 too (``--ct2-worker``; in the
+process that had exported the model with torch it ran slower: docs/results/speed.md). xlpe's worker (``--worker``)
+calls ``retain_freed_memory()`` as ``xlpe translate`` does. The xlpe systems: ``xlpe`` (this checkout,
+``--dtype``), ``xlpe-before`` (the source tree ``--before-src``, e.g. a
 ``git worktree`` of an earlier commit, in float32; a second tree is ``xlpe-before-2``, and so on),
 ``xlpe-shortlist`` (``--shortlist``, built from ``--shortlist-build`` when missing) and ``xlpe-int8``
 (``--int8``). With ``--reference`` every system's BLEU is reported (sacreBLEU through ``xlpe.evaluate.bleu``);
@@ -80,6 +82,31 @@ def ctranslate2_round(tr, pieces, a, max_len: int) -> tuple[float, float, list[l
     return n / (time.perf_counter() - t0), n / (time.process_time() - c0), [r.hypotheses[0] for r in res]
 
 
+def ct2_worker(a) -> None:
+    """Decode the pieces in ``a.pieces`` with the CTranslate2 model ``a.ct2_worker``; print
+    ``{"sent_per_s", "cpu_sent_per_s", "outputs"}`` (the best hypotheses, as pieces)."""
+    import ctranslate2
+
+    pieces = json.loads(Path(a.pieces).read_text(encoding="utf-8"))
+    tr = ctranslate2.Translator(a.ct2_worker, device="cpu", intra_threads=a.threads, inter_threads=1,
+                                compute_type=a.compute_type)
+    tr.translate_batch(pieces[:20], beam_size=a.beam, length_penalty=a.lenpen)      # warm-up
+    speed, cpu, hyps = ctranslate2_round(tr, pieces, a, a.max_len)
+    print(json.dumps({"sent_per_s": speed, "cpu_sent_per_s": cpu, "outputs": hyps}))
+
+
+def run_ct2_worker(a, model_dir: Path, pieces_file: Path, max_len: int) -> dict:
+    """One timed CTranslate2 decoding in a fresh process."""
+    cmd = [sys.executable, __file__, "--ct2-worker", str(model_dir), "--pieces", str(pieces_file),
+           "--max-len", str(max_len), "--checkpoint", a.checkpoint, "--input", a.input, "--beam", str(a.beam),
+           "--lenpen", str(a.lenpen), "--threads", str(a.threads), "--batch", str(a.batch),
+           "--compute-type", a.compute_type]
+    res = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if res.returncode:
+        raise SystemExit(f"CTranslate2 worker failed ({' '.join(cmd)}):\n{res.stderr[-3000:]}")
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
 def systems(a) -> dict[str, tuple[Path, str, str | None]]:
     """The xlpe systems timed: name -> (source tree, dtype, shortlist table)."""
     out = {"xlpe": (REPO / "src", a.dtype, None)}
@@ -116,9 +143,14 @@ def main() -> None:
     ap.add_argument("--no-ctranslate2", action="store_true", help="time the xlpe systems only")
     ap.add_argument("--json-out", default=None, help="also write the JSON object to this file")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--ct2-worker", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--pieces", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--max-len", type=int, default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.worker:
         return worker(a)
+    if a.ct2_worker:
+        return ct2_worker(a)
     from xlpe.nn.checkpoint import load_model
 
     model, cfg, (sw, tgt_sw) = load_model(a.checkpoint)
@@ -147,28 +179,22 @@ def timed_rounds(a, pieces, ct2_max_len: int, tgt_sw) -> tuple[dict[str, list[fl
     speed: dict[str, list[float]] = {}
     outs: dict[str, list[str]] = {}
     with tempfile.TemporaryDirectory() as d:
-        tr = None
         if not a.no_ctranslate2:
-            import ctranslate2
-            import torch
             from xlpe.infer.export import export_model
 
-            torch.set_num_threads(a.threads)
             export_model(a.checkpoint, Path(d) / "ct2")
-            tr = ctranslate2.Translator(str(Path(d) / "ct2"), device="cpu", intra_threads=a.threads,
-                                        inter_threads=1, compute_type=a.compute_type)
-            tr.translate_batch(pieces[:20], beam_size=a.beam, length_penalty=a.lenpen)      # warm-up
+            (Path(d) / "pieces.json").write_text(json.dumps(pieces), encoding="utf-8")
         for r in range(a.rounds):
             for name, (src, dtype, table) in systems(a).items():
                 res = run_worker(a, src, dtype, table)
                 speed.setdefault(name, []).append(res["sent_per_s"])
                 speed.setdefault(f"{name} cpu", []).append(res["cpu_sent_per_s"])
                 outs[name] = res["outputs"]
-            if tr is not None:
-                s, cpu, hyps = ctranslate2_round(tr, pieces, a, ct2_max_len)
-                speed.setdefault("ctranslate2", []).append(s)
-                speed.setdefault("ctranslate2 cpu", []).append(cpu)
-                outs["ctranslate2"] = [tgt_sw.decode_pieces(h) for h in hyps]
+            if not a.no_ctranslate2:
+                res = run_ct2_worker(a, Path(d) / "ct2", Path(d) / "pieces.json", ct2_max_len)
+                speed.setdefault("ctranslate2", []).append(res["sent_per_s"])
+                speed.setdefault("ctranslate2 cpu", []).append(res["cpu_sent_per_s"])
+                outs["ctranslate2"] = [tgt_sw.decode_pieces(h) for h in res["outputs"]]
             print(f"round {r + 1}: " + ", ".join(f"{k} {v[-1]:.1f}" for k, v in speed.items()), file=sys.stderr)
     return speed, outs
 
