@@ -16,7 +16,9 @@ calls ``retain_freed_memory()`` as ``xlpe translate`` does. The xlpe systems: ``
 ``--dtype``), ``xlpe-before`` (the source tree ``--before-src``, e.g. a
 ``git worktree`` of an earlier commit, in float32; a second tree is ``xlpe-before-2``, and so on),
 ``xlpe-shortlist`` (``--shortlist``, built from ``--shortlist-build`` when missing) and ``xlpe-int8``
-(``--int8``). With ``--reference`` every system's BLEU is reported (sacreBLEU through ``xlpe.evaluate.bleu``);
+(``--int8``), ``xlpe-workers`` (``--workers N``: N batches at once on threads, ``xlpe translate --workers``;
+CTranslate2 then also runs as ``ctranslate2-workers`` with ``inter_threads`` N). With ``--reference`` every
+system's BLEU is reported (sacreBLEU through ``xlpe.evaluate.bleu``);
 choose settings on val, never on a test set.
 """
 
@@ -47,6 +49,8 @@ def worker(a) -> None:
     model, cfg, (sw, tgt_sw) = load_model(a.checkpoint)
     model = decoding_model(model, a.dtype)                   # cast once, outside the timed part
     kw = dict(beam=a.beam, lenpen=a.lenpen, batch_size=a.batch, beam_stop="fairseq", dtype=a.dtype)
+    if a.decode_workers > 1:
+        kw["workers"] = a.decode_workers
     if a.shortlist:
         from xlpe.infer.shortlist import prepare_shortlist
         kw["shortlist"] = prepare_shortlist(a.shortlist, cfg, (sw, tgt_sw))
@@ -59,11 +63,12 @@ def worker(a) -> None:
     print(json.dumps({"sent_per_s": speed, "cpu_sent_per_s": cpu, "outputs": out}))
 
 
-def run_worker(a, src: Path, dtype: str, shortlist: str | None = None) -> dict:
+def run_worker(a, src: Path, dtype: str, shortlist: str | None = None, workers: int = 1) -> dict:
     """One timed decoding in a fresh process with ``src`` first on PYTHONPATH."""
     cmd = [sys.executable, __file__, "--worker", "--checkpoint", a.checkpoint, "--input", a.input,
            "--sentences", str(a.sentences), "--beam", str(a.beam), "--lenpen", str(a.lenpen),
-           "--threads", str(a.threads), "--batch", str(a.batch), "--dtype", dtype]
+           "--threads", str(a.threads), "--batch", str(a.batch), "--dtype", dtype,
+           "--decode-workers", str(workers)]
     if shortlist:
         cmd += ["--shortlist", shortlist]
     env = {**os.environ, "PYTHONPATH": str(src), "HF_HUB_OFFLINE": "1"}
@@ -88,34 +93,38 @@ def ct2_worker(a) -> None:
     import ctranslate2
 
     pieces = json.loads(Path(a.pieces).read_text(encoding="utf-8"))
-    tr = ctranslate2.Translator(a.ct2_worker, device="cpu", intra_threads=a.threads, inter_threads=1,
+    w = a.decode_workers
+    tr = ctranslate2.Translator(a.ct2_worker, device="cpu", intra_threads=max(1, a.threads // w), inter_threads=w,
                                 compute_type=a.compute_type)
     tr.translate_batch(pieces[:20], beam_size=a.beam, length_penalty=a.lenpen)      # warm-up
     speed, cpu, hyps = ctranslate2_round(tr, pieces, a, a.max_len)
     print(json.dumps({"sent_per_s": speed, "cpu_sent_per_s": cpu, "outputs": hyps}))
 
 
-def run_ct2_worker(a, model_dir: Path, pieces_file: Path, max_len: int) -> dict:
-    """One timed CTranslate2 decoding in a fresh process."""
+def run_ct2_worker(a, model_dir: Path, pieces_file: Path, max_len: int, workers: int = 1) -> dict:
+    """One timed CTranslate2 decoding in a fresh process (``workers``: its ``inter_threads``, the threads divided
+    among them)."""
     cmd = [sys.executable, __file__, "--ct2-worker", str(model_dir), "--pieces", str(pieces_file),
            "--max-len", str(max_len), "--checkpoint", a.checkpoint, "--input", a.input, "--beam", str(a.beam),
            "--lenpen", str(a.lenpen), "--threads", str(a.threads), "--batch", str(a.batch),
-           "--compute-type", a.compute_type]
+           "--compute-type", a.compute_type, "--decode-workers", str(workers)]
     res = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if res.returncode:
         raise SystemExit(f"CTranslate2 worker failed ({' '.join(cmd)}):\n{res.stderr[-3000:]}")
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
-def systems(a) -> dict[str, tuple[Path, str, str | None]]:
-    """The xlpe systems timed: name -> (source tree, dtype, shortlist table)."""
-    out = {"xlpe": (REPO / "src", a.dtype, None)}
+def systems(a) -> dict[str, tuple[Path, str, str | None, int]]:
+    """The xlpe systems timed: name -> (source tree, dtype, shortlist table, decoding workers)."""
+    out = {"xlpe": (REPO / "src", a.dtype, None, 1)}
     for i, src in enumerate(a.before_src or []):
-        out["xlpe-before" + (f"-{i + 1}" if i else "")] = (Path(src).resolve(), "float32", None)
+        out["xlpe-before" + (f"-{i + 1}" if i else "")] = (Path(src).resolve(), "float32", None, 1)
     if a.shortlist:
-        out["xlpe-shortlist"] = (REPO / "src", a.dtype, a.shortlist)
+        out["xlpe-shortlist"] = (REPO / "src", a.dtype, a.shortlist, 1)
     if a.int8:
-        out["xlpe-int8"] = (REPO / "src", "int8", None)
+        out["xlpe-int8"] = (REPO / "src", "int8", None, 1)
+    if a.workers > 1:
+        out["xlpe-workers"] = (REPO / "src", a.dtype, None, a.workers)
     return out
 
 
@@ -139,6 +148,9 @@ def main() -> None:
                     help="build the --shortlist table from this training text first when it does not exist")
     ap.add_argument("--shortlist-size", nargs=2, type=int, default=None, metavar=("PER_SOURCE", "FREQUENT"))
     ap.add_argument("--int8", action="store_true", help="also time xlpe with --dtype int8")
+    ap.add_argument("--workers", type=int, default=1,
+                    help="also time both with this many batches decoded at once, the threads divided among them "
+                         "(xlpe-workers: translate --workers; ctranslate2-workers: inter_threads)")
     ap.add_argument("--reference", default=None, help="reference translations of --input: BLEU per system")
     ap.add_argument("--no-ctranslate2", action="store_true", help="time the xlpe systems only")
     ap.add_argument("--json-out", default=None, help="also write the JSON object to this file")
@@ -146,6 +158,7 @@ def main() -> None:
     ap.add_argument("--ct2-worker", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--pieces", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--max-len", type=int, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--decode-workers", type=int, default=1, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.worker:
         return worker(a)
@@ -172,6 +185,11 @@ def main() -> None:
         Path(a.json_out).write_text(text + "\n", encoding="utf-8")
 
 
+def ct2_systems(a) -> dict[str, int]:
+    """The CTranslate2 systems timed: name -> inter_threads."""
+    return {"ctranslate2": 1, **({"ctranslate2-workers": a.workers} if a.workers > 1 else {})}
+
+
 def timed_rounds(a, pieces, ct2_max_len: int, tgt_sw) -> tuple[dict[str, list[float]], dict[str, list[str]]]:
     """Every system once per round, in the same order each round; CTranslate2 last. Speeds by the clock under
     the system's name, by the process's CPU time under ``<name> cpu`` (steadier on a shared machine; with one
@@ -185,16 +203,16 @@ def timed_rounds(a, pieces, ct2_max_len: int, tgt_sw) -> tuple[dict[str, list[fl
             export_model(a.checkpoint, Path(d) / "ct2")
             (Path(d) / "pieces.json").write_text(json.dumps(pieces), encoding="utf-8")
         for r in range(a.rounds):
-            for name, (src, dtype, table) in systems(a).items():
-                res = run_worker(a, src, dtype, table)
+            for name, (src, dtype, table, workers) in systems(a).items():
+                res = run_worker(a, src, dtype, table, workers)
                 speed.setdefault(name, []).append(res["sent_per_s"])
                 speed.setdefault(f"{name} cpu", []).append(res["cpu_sent_per_s"])
                 outs[name] = res["outputs"]
-            if not a.no_ctranslate2:
-                res = run_ct2_worker(a, Path(d) / "ct2", Path(d) / "pieces.json", ct2_max_len)
-                speed.setdefault("ctranslate2", []).append(res["sent_per_s"])
-                speed.setdefault("ctranslate2 cpu", []).append(res["cpu_sent_per_s"])
-                outs["ctranslate2"] = [tgt_sw.decode_pieces(h) for h in res["outputs"]]
+            for name, workers in ({} if a.no_ctranslate2 else ct2_systems(a)).items():
+                res = run_ct2_worker(a, Path(d) / "ct2", Path(d) / "pieces.json", ct2_max_len, workers)
+                speed.setdefault(name, []).append(res["sent_per_s"])
+                speed.setdefault(f"{name} cpu", []).append(res["cpu_sent_per_s"])
+                outs[name] = [tgt_sw.decode_pieces(h) for h in res["outputs"]]
             print(f"round {r + 1}: " + ", ".join(f"{k} {v[-1]:.1f}" for k, v in speed.items()), file=sys.stderr)
     return speed, outs
 
@@ -208,7 +226,7 @@ def summary(a, cfg, lines, speed, outs, ct2_max_len: int) -> dict:
               "load_average_at_end": os.getloadavg()[0], "ctranslate2_max_decoding_length": ct2_max_len,
               "sent_per_s_rounds": {k: [round(x, 1) for x in v] for k, v in speed.items()},
               "sent_per_s_median": med}
-    for base in ("ctranslate2", "xlpe"):
+    for base in ("ctranslate2", "ctranslate2-workers", "xlpe"):
         if base not in speed:
             continue
         report[f"vs_{base}"] = {     # clock against clock, CPU time against CPU time

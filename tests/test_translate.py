@@ -38,6 +38,54 @@ def test_one_line_per_input_in_order(trained):
     assert translate_lines(model, sw, []) == [] and translate_lines(model, sw, ["", ""]) == ["", ""]
 
 
+def test_workers_decode_batches_on_threads_with_the_same_outputs(trained, monkeypatch):
+    """``workers=2``: batches run on two threads with torch's threads divided among them, the outputs those of
+    one worker at that thread count, the model's training flag and the thread count restored."""
+    import threading
+
+    import torch
+
+    from xlpe.infer import beam as beam_mod
+
+    model, _, sw = load_model(trained)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        reference = translate_lines(model, sw, LINES, beam=3, batch_size=2)
+        greedy = translate_lines(model, sw, LINES, greedy=True, batch_size=2)
+        torch.set_num_threads(2)
+        seen = []
+        real = beam_mod.beam_search
+
+        def recording(*a, **kw):
+            seen.append((threading.current_thread().name, torch.get_num_threads()))
+            return real(*a, **kw)
+
+        monkeypatch.setattr(beam_mod, "beam_search", recording)
+        model.train()
+        assert translate_lines(model, sw, LINES, beam=3, batch_size=2, workers=2) == reference
+        assert model.training and torch.get_num_threads() == 2
+        assert len(seen) == 5 and {n for n, _ in seen} != {threading.current_thread().name}
+        assert all(n.startswith("xlpe-decode") and t == 1 for n, t in seen)
+        assert translate_lines(model, sw, LINES, greedy=True, batch_size=2, workers=3) == greedy
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_workers_are_checked():
+    import torch
+
+    from xlpe.errors import ConfigError
+    from xlpe.infer.translate import check_decoding_workers
+
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ConfigError, match="workers must be an integer"):
+            Decoding(workers=bad)
+    with pytest.raises(ConfigError, match="on cuda use workers=1"):
+        check_decoding_workers(2, torch.device("cuda"))
+    check_decoding_workers(1, torch.device("cuda"))
+
+
 def test_translate_file_streams_in_chunks(trained, tmp_path, monkeypatch):
     model, _, sw = load_model(trained)
     expect = translate_lines(model, sw, LINES, beam=2)
@@ -72,6 +120,9 @@ def test_cli(trained, tmp_path):
                  "--greedy", "--batch-size", "2"]) == 0
     got = out.read_text().split("\n")
     assert len(got) == 4 and got[1] == "" and got[3] == ""
+    assert main(["translate", "--checkpoint", str(trained), "--input", str(inp), "--output", str(tmp_path / "w.txt"),
+                 "--greedy", "--batch-size", "1", "--workers", "2"]) == 0
+    assert (tmp_path / "w.txt").read_text() == out.read_text()
 
 
 def test_cli_sets_up_memory_before_decoding(trained, tmp_path, monkeypatch):

@@ -21,6 +21,7 @@ import copy
 import dataclasses
 import logging
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import islice
 from typing import Iterable, Mapping, Sequence
@@ -105,17 +106,19 @@ def translate_data(model: torch.nn.Module, data: ParallelData, tgt_subword: Subw
                    lenpen: float = 0.6, max_len_a: float = 1.2, max_len_b: float = 10, batch_size: int = 64,
                    max_tokens: int | None = None, greedy: bool = False, beam_stop: str = "exhaust",
                    device: torch.device | str | None = None, dtype: str = "float32",
-                   shortlist: Shortlist | None = None) -> list[str]:
+                   shortlist: Shortlist | None = None, workers: int = 1) -> list[str]:
     """Decode every source sentence of ``data``; returns detokenised strings in the order of ``data``.
 
     Batches hold at most ``batch_size`` sentences and (when given) ``max_tokens`` padded source tokens;
     sentences are sorted by length to keep padding low, and the output order is restored. ``dtype``: the
     weights' type while decoding (:func:`decoding_model`; log-probabilities are always summed in float).
     ``shortlist``: score only each batch's vocabulary shortlist (:mod:`xlpe.infer.shortlist`; off by default).
+    ``workers``: batches decoded at once, each on its own thread (CPU; :func:`map_batches`).
     """
     from xlpe.infer.beam import beam_search, greedy as greedy_search
 
     device = torch.device(device) if device is not None else model_device(model)
+    check_decoding_workers(workers, device)
     model = decoding_model(model, dtype, device)
     lengths = data.src_lengths
     if batch_size < 1:
@@ -124,7 +127,8 @@ def translate_data(model: torch.nn.Module, data: ParallelData, tgt_subword: Subw
     budget = longest * batch_size if max_tokens is None else max(max_tokens, longest)
     out: list[str | None] = [None] * len(data)
     sampler = TokenBatchSampler(lengths, budget, max_sentences=batch_size, shuffle=False, bucket=True)
-    for idx in sampler:
+
+    def decode(idx: list[int]) -> list[str]:
         items = [data[i] for i in idx]
         for it in items:
             it.tgt = None                       # decoding needs the source side only
@@ -135,9 +139,43 @@ def translate_data(model: torch.nn.Module, data: ParallelData, tgt_subword: Subw
         else:
             hyps = beam_search(model, b.src, b.channels, beam=beam, lenpen=lenpen, max_len_a=max_len_a,
                                max_len_b=max_len_b, stop=beam_stop, shortlist=shortlist)
-        for i, h in zip(idx, hyps):
-            out[i] = tgt_subword.decode_ids(h.tokens)
+        return [tgt_subword.decode_ids(h.tokens) for h in hyps]
+
+    for idx, texts in map_batches(decode, sampler, model, workers):
+        for i, text in zip(idx, texts):
+            out[i] = text
     return out  # type: ignore[return-value]
+
+
+def check_decoding_workers(workers: int, device: torch.device) -> None:
+    """A :class:`ConfigError` for a count of decoding workers that is not a positive integer, or above 1 on a
+    GPU (one device decodes one batch at a time)."""
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ConfigError(f"workers must be an integer >= 1, not {workers!r}")
+    if workers > 1 and device.type != "cpu":
+        raise ConfigError(f"workers={workers} decodes batches on CPU threads; on {device.type} use workers=1")
+
+
+def map_batches(decode, batches: Iterable[list[int]], model: torch.nn.Module, workers: int = 1) -> list:
+    """``[(batch, decode(batch))]`` for every batch, in order. With ``workers > 1`` (CPU), ``workers`` batches
+    are decoded at once on threads of this process, sharing the model: torch's CPU threads are divided among them
+    (``torch.get_num_threads() // workers`` each, at least one, restored after), and the model is put in eval mode
+    once, before (its training flag restored after), so that no thread's decoding switches it under another.
+    A small model's decoding step is many small operations, which leave cores idle when one batch has them all;
+    separate batches keep them busy (CTranslate2's ``inter_threads``). Outputs are those of ``workers=1`` at the
+    same per-worker thread count; memory grows with the batches decoded at once."""
+    if workers == 1:
+        return [(idx, decode(idx)) for idx in batches]
+    threads, was_training = torch.get_num_threads(), model.training
+    model.eval()
+    torch.set_num_threads(max(1, threads // workers))
+    try:
+        with ThreadPoolExecutor(workers, thread_name_prefix="xlpe-decode") as pool:
+            batches = list(batches)
+            return list(zip(batches, pool.map(decode, batches)))
+    finally:
+        torch.set_num_threads(threads)
+        model.train(was_training)
 
 
 def translate_lines(model: torch.nn.Module, subwords: Subwords, lines: Iterable[str], *, beam: int = 5,
@@ -148,7 +186,7 @@ def translate_lines(model: torch.nn.Module, subwords: Subwords, lines: Iterable[
                     channel_level: str | Mapping[str, str] = "word",
                     device: torch.device | str | None = None, source_name: str = "<input>",
                     first_line: int = 1, skip_long: bool = False, counts: dict | None = None,
-                    dtype: str = "float32", shortlist: Shortlist | None = None) -> list[str]:
+                    dtype: str = "float32", shortlist: Shortlist | None = None, workers: int = 1) -> list[str]:
     """Translate raw lines; exactly one output per input line, in input order (empty in, empty out).
 
     Args:
@@ -172,6 +210,8 @@ def translate_lines(model: torch.nn.Module, subwords: Subwords, lines: Iterable[
             (quantised linear layers, CPU); a model of another type is cast on a copy (:func:`decoding_model`).
         shortlist: score only each batch's vocabulary shortlist (:mod:`xlpe.infer.shortlist`, e.g.
             :func:`~xlpe.infer.shortlist.load_shortlist`): faster, approximate; None (default) = the whole vocabulary.
+        workers: batches decoded at once on threads of this process, torch's CPU threads divided among them (CPU
+            only; :func:`map_batches`).
     """
     check_decoding(beam=beam, lenpen=lenpen, max_len_a=max_len_a, max_len_b=max_len_b, batch_size=batch_size,
                    max_tokens=max_tokens)
@@ -195,7 +235,7 @@ def translate_lines(model: torch.nn.Module, subwords: Subwords, lines: Iterable[
         counts["skipped_long"] = counts.get("skipped_long", 0) + data.skipped
     hyps = translate_data(model, data, tgt_sw, beam=beam, lenpen=lenpen, max_len_a=max_len_a, max_len_b=max_len_b,
                           batch_size=batch_size, max_tokens=max_tokens, greedy=greedy, beam_stop=beam_stop,
-                          device=device, dtype=dtype, shortlist=shortlist)
+                          device=device, dtype=dtype, shortlist=shortlist, workers=workers)
     for ln, h in zip(data.line_numbers.tolist(), hyps):      # 1-based positions among the kept lines
         out[keep[ln - 1]] = one_line(h)
     return out
@@ -231,6 +271,8 @@ class Decoding:
         dtype: the weights' type while decoding: ``float32`` (default), ``bfloat16`` (about twice the matrix
             throughput on CPUs with bf16 instructions; BLEU in ``docs/results/speed.md``), ``float16`` (GPU),
             ``int8`` (the linear layers dynamically quantised, CPU; :func:`decoding_model`).
+        workers: batches decoded at once on threads, torch's CPU threads divided among them (CPU only;
+            :func:`map_batches`).
     """
 
     beam: int = 5
@@ -242,12 +284,14 @@ class Decoding:
     greedy: bool = False
     beam_stop: str = "exhaust"
     dtype: str = "float32"
+    workers: int = 1
 
     def __post_init__(self):
         check_decoding(beam=self.beam, lenpen=self.lenpen, max_len_a=self.max_len_a, max_len_b=self.max_len_b,
                        batch_size=self.batch_size, max_tokens=self.max_tokens)
         if self.dtype not in DTYPES:
             raise ConfigError(f"unknown decoding dtype {self.dtype!r}; valid: {', '.join(DTYPES)}")
+        check_decoding_workers(self.workers, torch.device("cpu"))
 
     def options(self) -> dict:
         """The options as keyword arguments of :func:`translate_lines`."""
@@ -315,6 +359,7 @@ def translate_file(checkpoint: str | os.PathLike | Sequence[str | os.PathLike], 
     check_outputs([output], [input, *ckpts, *source_paths(sources, channels)])
     dev = resolve_device(device)
     check_dtype(decoding.dtype, dev)
+    check_decoding_workers(decoding.workers, dev)
     model, cfg, subwords = load_model(checkpoint, device=dev)
     # cast in place; int8: quantised once here, not per chunk
     model = decoding_model(model, "int8", dev) if decoding.dtype == "int8" else model.to(DTYPES[decoding.dtype])

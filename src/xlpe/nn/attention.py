@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import threading
 import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -193,6 +194,7 @@ class Dropout(nn.Dropout):
         return dropout(x, self.p, self.training)
 
 
+_DERIVED_LOCK = threading.Lock()
 _DERIVED: weakref.WeakKeyDictionary[nn.Module, dict[str, tuple[tuple, Any]]] = weakref.WeakKeyDictionary()
 
 
@@ -201,12 +203,13 @@ def derived(owner: nn.Module, name: str, params: Sequence[Tensor], build: Callab
     kernel), kept for ``owner`` under ``name`` (outside the module: not a parameter, not in the state dict, not
     copied or pickled with it) and built again whenever one of the parameters is another tensor, storage or version
     (an in-place update such as an optimiser step or ``load_state_dict``), so it never goes stale. Not for
-    inference tensors (they have no version)."""
+    inference tensors (they have no version). Safe for threads decoding with one model (they build it once)."""
     key = tuple((id(p), p.data_ptr(), p._version) for p in params)
-    kept = _DERIVED.setdefault(owner, {})
-    if name not in kept or kept[name][0] != key:
-        kept[name] = key, build()
-    return kept[name][1]
+    with _DERIVED_LOCK:
+        kept = _DERIVED.setdefault(owner, {})
+        if name not in kept or kept[name][0] != key:
+            kept[name] = key, build()
+        return kept[name][1]
 
 
 class MultiheadAttention(nn.Module):
