@@ -293,6 +293,11 @@ class Decoding:
             raise ConfigError(f"unknown decoding dtype {self.dtype!r}; valid: {', '.join(DTYPES)}")
         check_decoding_workers(self.workers, torch.device("cpu"))
 
+    def check_device(self, device: torch.device) -> None:
+        """A :class:`ConfigError` when ``device`` cannot decode with these options (weight type, workers)."""
+        check_dtype(self.dtype, device)
+        check_decoding_workers(self.workers, device)
+
     def options(self) -> dict:
         """The options as keyword arguments of :func:`translate_lines`."""
         return dataclasses.asdict(self)
@@ -358,8 +363,7 @@ def translate_file(checkpoint: str | os.PathLike | Sequence[str | os.PathLike], 
     ckpts = [checkpoint] if isinstance(checkpoint, (str, os.PathLike)) else list(checkpoint)
     check_outputs([output], [input, *ckpts, *source_paths(sources, channels)])
     dev = resolve_device(device)
-    check_dtype(decoding.dtype, dev)
-    check_decoding_workers(decoding.workers, dev)
+    decoding.check_device(dev)
     model, cfg, subwords = load_model(checkpoint, device=dev)
     # cast in place; int8: quantised once here, not per chunk
     model = decoding_model(model, "int8", dev) if decoding.dtype == "int8" else model.to(DTYPES[decoding.dtype])
