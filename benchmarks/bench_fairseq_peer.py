@@ -262,7 +262,7 @@ def train_once(system: str, a, data: Path, prep: Path, run_dir: Path) -> dict:
 
 def xlpe_decode_timed(ckpt: Path, src: Path, hyp: Path, *, beam: int, greedy: bool, batch_size: int,
                       lenpen: float, threads: int, dtype: str = "float32", beam_stop: str = "exhaust",
-                      xlpe_src: Path | None = None) -> dict:
+                      xlpe_src: Path | None = None, workers: int = 1) -> dict:
     """Run this file's ``_xlpe_decode`` mode in a fresh process: decode-only and end-to-end times. ``xlpe_src``:
     import xlpe from that source tree instead (an older checkout, for a before/after comparison in one run)."""
     cmd = [sys.executable, __file__, "_xlpe_decode", "--checkpoint", ckpt, "--input", src, "--output", hyp,
@@ -272,6 +272,8 @@ def xlpe_decode_timed(ckpt: Path, src: Path, hyp: Path, *, beam: int, greedy: bo
         cmd.append("--greedy")
     if dtype != "float32":
         cmd += ["--dtype", dtype]
+    if workers > 1:                               # batches decoded at once on threads (translate --workers)
+        cmd += ["--workers", workers]
     r = mb.run(cmd, env=None if xlpe_src is None else {"PYTHONPATH": str(xlpe_src)})
     own = json.loads(r["output"].strip().splitlines()[-1])
     return {**own, "end_to_end_wall_s": r["wall_s"], "peak_rss_mb": r["peak_rss_mb"]}
@@ -288,6 +290,7 @@ def _xlpe_decode_main(argv: list[str]) -> None:
     ap.add_argument("--greedy", action="store_true")
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--beam-stop", default="exhaust")
+    ap.add_argument("--workers", type=int, default=1)
     a = ap.parse_args(argv)
     import torch
     torch.set_num_threads(a.threads)
@@ -299,6 +302,8 @@ def _xlpe_decode_main(argv: list[str]) -> None:
     kw = {} if a.dtype == "float32" else {"dtype": a.dtype}        # older checkouts have no dtype option
     if a.beam_stop != "exhaust":
         kw["beam_stop"] = a.beam_stop
+    if a.workers > 1:
+        kw["workers"] = a.workers
     from xlpe.infer.translate import translate_lines
     from xlpe.nn.checkpoint import load_model
     t = time.perf_counter()
@@ -374,6 +379,10 @@ def decode_bench(a, data: Path, prep: Path, work: Path) -> dict:
             jobs.append(("xlpe_beam5_fairseqstop_bf16", dict(beam=5, greedy=False, batch_size=bs,
                                                              dtype="bfloat16", beam_stop="fairseq")))
             jobs.append(("xlpe_greedy_bf16", dict(beam=1, greedy=True, batch_size=bs, dtype="bfloat16")))
+        if a.decode_workers > 1:
+            w = a.decode_workers
+            jobs.append(("xlpe_beam5_workers", dict(beam=5, greedy=False, batch_size=bs, workers=w)))
+            jobs.append(("xlpe_greedy_workers", dict(beam=1, greedy=True, batch_size=bs, workers=w)))
         if a.before_src:
             jobs.append(("xlpe_before_beam5", dict(beam=5, greedy=False, batch_size=bs, xlpe_src=a.before_src)))
             jobs.append(("xlpe_before_greedy", dict(beam=1, greedy=True, batch_size=bs, xlpe_src=a.before_src)))
@@ -410,6 +419,7 @@ def decode_bench(a, data: Path, prep: Path, work: Path) -> dict:
     for k in ("beam5", "greedy"):                # speed ratios of the runs above (same rounds, same machine)
         for ratio, (num, den) in {f"xlpe_over_fairseq_{k}": (f"xlpe_{k}", f"fairseq_{k}"),
                                   f"xlpe_bf16_over_fairseq_{k}": (f"xlpe_{k}_bf16", f"fairseq_{k}"),
+                                  f"xlpe_workers_over_fairseq_{k}": (f"xlpe_{k}_workers", f"fairseq_{k}"),
                                   f"xlpe_fairseqstop_over_fairseq_{k}": (f"xlpe_{k}_fairseqstop", f"fairseq_{k}"),
                                   f"xlpe_fairseqstop_bf16_over_fairseq_{k}": (f"xlpe_{k}_fairseqstop_bf16",
                                                                              f"fairseq_{k}"),
@@ -452,6 +462,8 @@ def main() -> None:
     ap.add_argument("--fairseq-checkpoint", type=Path, default=None)
     ap.add_argument("--decode-rounds", type=int, default=1)
     ap.add_argument("--decode-batch-size", type=int, default=64)
+    ap.add_argument("--decode-workers", type=int, default=1,
+                    help="also time xlpe with this many batches decoded at once on threads (translate --workers)")
     ap.add_argument("--decode-limit", type=int, default=0, help="decode only the first N test sentences (quick check)")
     ap.add_argument("--lenpen", type=float, default=1.0)
     ap.add_argument("--no-single", action="store_true", help="skip xlpe beam with batch_size=1")
