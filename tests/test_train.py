@@ -169,6 +169,37 @@ def test_projected_loss_equals_projection_then_loss(eps, monkeypatch):
         projected_label_smoothed_nll(h3, torch.randn(29, 5), target, eps)
 
 
+def test_projected_loss_in_bf16_runs_products_of_whole_blocks(monkeypatch):
+    """In bf16 the non-pad rows are padded to whole score blocks, so every product has one of a few shapes whatever
+    the batch's count of target tokens (oneDNN builds a primitive for every new shape); the padding changes
+    nothing: loss and gradients equal those of the rows without padding (blocks of one row)."""
+    import xlpe.train.losses as losses
+    from torch.profiler import ProfilerActivity, profile
+    torch.manual_seed(3)
+    V, d = 29, 8
+    h = torch.randn(5, 6, d).bfloat16()
+    w = (0.5 * torch.randn(V, d)).bfloat16()
+    targets = [torch.randint(1, V, (5, 6)) for _ in range(3)]
+    results, shapes = [], set()
+    for block in (V * 4, V):                              # 4 rows per block (pads 22 rows to 24), 1 row per block
+        monkeypatch.setattr(losses, "_PROJ_BLOCK", block)
+        monkeypatch.setattr(losses, "_GRAD_BYTES", V * 4 * 2 * 2)          # 2 blocks of 4 rows per buffer
+        for n, target in zip((22, 21, 19), targets):       # three batches, three counts of target tokens
+            target.view(-1)[n:] = 0
+            h1, w1 = h.clone().requires_grad_(True), w.clone().requires_grad_(True)
+            with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+                loss, nll = projected_label_smoothed_nll(h1, w1, target, 0.1, ignore_index=0)
+            if block == V * 4:
+                shapes |= {tuple(e.input_shapes[0]) for e in prof.events() if e.name == "aten::mm"}
+            loss.backward()
+            results.append((loss.float(), nll.float(), h1.grad.float(), w1.grad.float()))
+    # the score blocks (4, d), the gradient buffers (8 or 4, V) and their transposes: rows of 4 and 8 only
+    assert shapes and all(s[0] in (4, 8, V) and (s[0] != V or s[1] in (4, 8)) for s in shapes), shapes
+    for padded, plain in zip(results[:3], results[3:]):
+        for a, b in zip(padded, plain):
+            torch.testing.assert_close(a, b, rtol=1e-2, atol=1e-3)
+
+
 def test_projected_loss_under_bf16_autocast_matches_the_unfused_path():
     """Under CPU bf16 autocast the fused loss runs its products in bf16 like autocast's ``x @ W.T`` and its softmax
     in float32: loss and gradients agree with autocast projection + plain loss to bf16 precision, and the

@@ -102,7 +102,7 @@ def label_smoothed_nll(logits: torch.Tensor, target: torch.Tensor, epsilon: floa
 #: (8 MB in float32), small enough for the elementwise passes to run in cache
 _PROJ_BLOCK = 1 << 21
 #: bytes of the score gradients ``g`` kept for the two gradient products (a whole number of score blocks, at least
-#: one): 24 MB hold 1,310 rows of an 8k vocabulary in bf16, so a Multi30k batch takes 3 products each instead of
+#: one): 24 MiB hold 1,572 rows of an 8k vocabulary in bf16, so a Multi30k batch takes 3 products each instead of
 #: one per score block (larger products, fewer float32 partial sums of dW to add; docs/results/speed.md). Below
 #: glibc's 32 MiB mmap threshold, so the buffer comes from the heap (xlpe.runtime.retain_freed_memory), not from
 #: fresh pages at every update.
@@ -130,22 +130,28 @@ class _ProjectedSmoothedCrossEntropy(torch.autograd.Function):
             # softmax gradients to zero without the loss scaler's help, so they run in float32 there
             gdtype = torch.float32 if cdtype == torch.float16 else cdtype
             wg = wc if gdtype == cdtype else weight.float()
-            V = weight.shape[0]
+            V, n = weight.shape[0], len(ts)
             rows = max(1, _PROJ_BLOCK // V)
             # rows per buffer; in float32 the block's softmax already is its gradient block: no buffer, no copy
-            span = rows if gdtype == torch.float32 else rows * max(1, _GRAD_BYTES // (rows * V * gdtype.itemsize))
+            buffered = gdtype != torch.float32
+            span = rows * max(1, _GRAD_BYTES // (rows * V * gdtype.itemsize)) if buffered else rows
+            # in 16 bits the rows are padded (zero rows, zero gradients) to whole blocks, so that every product has
+            # one of a few shapes: oneDNN builds a primitive for every new shape (milliseconds each), and the count
+            # of target tokens differs in every batch (docs/results/speed.md)
+            pad = (-n) % rows if buffered else 0
+            if pad:
+                hs = torch.cat([hs, hs.new_zeros(pad, hs.shape[1])])
             loss = h.new_zeros((), dtype=torch.float32)
             nll_total = loss.clone()
             dh = (torch.empty(hs.shape, dtype=torch.float32, device=h.device)
                   if want and ctx.needs_input_grad[0] else None)
             want_dw, dw = want and ctx.needs_input_grad[1], None
-            for s0 in range(0, len(ts), span):
-                e0 = min(s0 + span, len(ts))
-                grads = (torch.empty((e0 - s0, V), dtype=gdtype, device=h.device)
-                         if want and gdtype != torch.float32 else None)
+            for s0 in range(0, len(hs), span):
+                e0 = min(s0 + span, len(hs))
+                grads = torch.empty((e0 - s0, V), dtype=gdtype, device=h.device) if want and buffered else None
                 for s in range(s0, e0, rows):
                     hb, tb = hs[s:min(s + rows, e0)], ts[s:min(s + rows, e0)]
-                    z = (hb @ wc.t()).float()
+                    z = (hb @ wc.t())[:len(tb)].float()
                     z.sub_(z.amax(dim=1, keepdim=True))
                     zy = z.gather(1, tb[:, None]).squeeze(1)
                     zmean = z.mean(dim=1)
@@ -161,11 +167,15 @@ class _ProjectedSmoothedCrossEntropy(torch.autograd.Function):
                             grads = g                                                     # float32: the block itself
                         else:
                             grads[s - s0:s - s0 + len(tb)] = g                           # rounded to gdtype
+                if grads is not None and e0 > n:
+                    grads[n - s0:].zero_()                                                # the padding rows
                 if dh is not None:
                     dh[s0:e0] = grads @ wg
                 if want_dw:
                     part = grads.t() @ (hs[s0:e0] if gdtype == cdtype else hs[s0:e0].float())
                     dw = part.float() if dw is None else dw.add_(part)
+            if dh is not None:
+                dh = dh[:n]
             if want_dw and dw is None:          # no target token in the batch
                 dw = torch.zeros(weight.shape, dtype=torch.float32, device=h.device)
             if want:
