@@ -1,5 +1,7 @@
 """Greedy and batched beam search, teacher-forced attention (xlpe.infer.beam)."""
 
+import dataclasses
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -275,3 +277,38 @@ def test_beam_with_chunked_topk_equals_plain_topk(stop, monkeypatch):
         gr = greedy(m, src)
         runs[chunk] = ([h.tokens for h in b], [h.score for h in b], [h.tokens for h in gr])
     assert runs[4] == runs[10 ** 6] and runs[7] == runs[10 ** 6]
+
+
+def test_row_buckets():
+    from xlpe.nn.device import row_bucket
+    assert [row_bucket(n) for n in (0, 1, 7, 8, 9, 33, 64, 65, 128, 129, 320, 321)] == \
+        [8, 8, 8, 8, 16, 64, 64, 128, 128, 192, 320, 384]
+
+
+def test_bf16_decoding_runs_linear_layers_on_bucketed_rows(monkeypatch):
+    """In bf16 at inference every linear layer of a decoding step sees one of a few row counts (oneDNN builds a
+    primitive per product shape; the live beams' count changes at every step): the padding rows are cut off, the
+    hypotheses are those of the unpadded products, and float32 or training products are never padded."""
+    import xlpe.nn.device as device
+    m = random_model(seed=5, pe=["ape"]).eval()
+    src = pad_batch(random_sentences(7, 2, 9, seed=5))
+    mb = decoding_model(m, "bfloat16")
+    seen = []
+    orig_linear = F.linear
+    monkeypatch.setattr(F, "linear", lambda x, *a: seen.append(x.numel() // x.shape[-1]) or orig_linear(x, *a))
+    bucketed = beam_search(mb, src, beam=4, lenpen=1.0)
+    buckets = {device.row_bucket(n) for n in range(1, 1000)}
+    assert seen and set(seen) <= buckets
+    seen.clear()
+    beam_search(m, src, beam=4, lenpen=1.0)                                     # float32: the rows as they are
+    assert set(seen) - buckets
+    seen.clear()
+    policy = device.device_policy
+    monkeypatch.setattr(device, "device_policy", lambda d: dataclasses.replace(policy(d), bucketed_rows=False))
+    plain = beam_search(mb, src, beam=4, lenpen=1.0)
+    assert set(seen) - buckets
+    assert [h.tokens for h in bucketed] == [h.tokens for h in plain]
+    for a, b in zip(bucketed, plain):
+        assert a.score == pytest.approx(b.score, abs=1e-3)
+    x = torch.randn(3, 5, 32, dtype=torch.bfloat16, requires_grad=True)         # training: fn(x) itself
+    assert device.bucketed_rows(lambda t: t, x) is x

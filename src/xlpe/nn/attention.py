@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from xlpe.errors import ConfigError
-from xlpe.nn.device import device_policy
+from xlpe.nn.device import bucketed_rows, device_policy
 
 
 #: decoding steps (one query row at inference) use SDPA too; False = the explicit product q·kᵀ, softmax, ·v
@@ -327,7 +327,7 @@ class MultiheadAttention(nn.Module):
         if slots is not None:                   # back from the grid to the query rows
             out = out.index_select(0, slots)
             weights = None if weights is None else weights.index_select(0, slots)
-        return self.out_proj(out), weights
+        return bucketed_rows(self.out_proj, out), weights
 
     def _stacked(self, names: str) -> tuple[Tensor, Tensor] | None:
         """The weights and biases of the projections ``names`` (``"qkv"`` or ``"kv"``) stacked along the output, so
@@ -349,7 +349,7 @@ class MultiheadAttention(nn.Module):
         B, T, _ = x.shape
         stacked = None if head_inputs else self._stacked("qkv")
         if stacked is not None:      # one product; (B, T, 3, H, d_k) -> per projection (B, H, T, d_k)
-            qkv = F.linear(x, *stacked).view(B, T, 3, self.n_heads, self.d_k)
+            qkv = bucketed_rows(lambda t: F.linear(t, *stacked), x).view(B, T, 3, self.n_heads, self.d_k)
             q, k, v = (qkv[:, :, i].transpose(1, 2) for i in range(3))
         else:
             q, k, v = (self._project(lin, x, head_inputs) for lin in (self.q_proj, self.k_proj, self.v_proj))
@@ -366,7 +366,7 @@ class MultiheadAttention(nn.Module):
         """Cross-attention's Q ``(B_m, H, group * Tq, d_k)`` (query rows in their ``slots`` of the grid, ``group``
         rows per memory row) and K, V ``(B_m, H, S, d_k)`` of ``memory``, projected once per cache."""
         Tq = x.shape[1]
-        q = self.q_proj(x)
+        q = bucketed_rows(self.q_proj, x)
         if slots is not None:               # the query rows into their slots of the grid
             q = q.new_zeros(memory.shape[0] * group, Tq, q.shape[-1]).index_copy_(0, slots, q)
         if group > 1:
@@ -379,7 +379,8 @@ class MultiheadAttention(nn.Module):
         else:
             stacked = None if head_inputs else self._stacked("kv")
             if stacked is not None:  # one product; (B_m, S, 2, H, d_k) -> per projection (B_m, H, S, d_k)
-                kv = F.linear(memory, *stacked).view(*memory.shape[:2], 2, self.n_heads, self.d_k)
+                kv = bucketed_rows(lambda t: F.linear(t, *stacked), memory).view(*memory.shape[:2], 2, self.n_heads,
+                                                                                  self.d_k)
                 k, v = kv[:, :, 0].transpose(1, 2), kv[:, :, 1].transpose(1, 2)
             else:
                 k, v = (self._project(lin, memory, head_inputs) for lin in (self.k_proj, self.v_proj))
@@ -432,7 +433,7 @@ class FeedForward(nn.Module):
                 nn.init.zeros_(lin.bias)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.net(x)
+        return bucketed_rows(self.net, x)
 
 
 class EncoderLayer(nn.Module):

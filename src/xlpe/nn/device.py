@@ -31,8 +31,10 @@ type, so the layers can ask on every call. It lives in ``xlpe.nn`` because the l
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
+from torch import Tensor
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,8 @@ class DevicePolicy:
         limit_onednn_caches: cap oneDNN's primitive caches (:func:`xlpe.runtime.limit_onednn_caches`).
         chunked_topk: beam search's top-k through chunk maxima (:func:`xlpe.infer.beam.chunked_topk`).
         packed_output_projection: the float32 output projection at inference through oneDNN with a packed weight.
+        bucketed_rows: at inference, 16-bit linear layers run on their rows padded to one of a few counts
+            (:func:`bucketed_rows`): oneDNN builds a primitive for every new product shape.
         decoding_dtypes: the weight types decoding takes (``float32``, ``bfloat16``; ``int8`` on CPU, ``float16``
             on CUDA).
         amp_modes: the autocast precisions the device takes (``bf16``; ``fp16`` on CUDA).
@@ -60,6 +64,7 @@ class DevicePolicy:
     limit_onednn_caches: bool
     chunked_topk: bool
     packed_output_projection: bool
+    bucketed_rows: bool
     decoding_dtypes: tuple[str, ...]
     amp_modes: tuple[str, ...]
     loss_scaling: tuple[str, ...]
@@ -76,7 +81,7 @@ def policy_for(device_type: str) -> DevicePolicy:
     cuda = device_type == "cuda"
     return DevicePolicy(device_type=device_type, explicit_low_precision_attention=cpu, fast_dropout_mask=cpu,
                         retain_freed_memory=cpu, limit_onednn_caches=cpu, chunked_topk=cpu,
-                        packed_output_projection=cpu and onednn_linear_available(),
+                        packed_output_projection=cpu and onednn_linear_available(), bucketed_rows=cpu,
                         decoding_dtypes=("float32", "bfloat16") + (("int8",) if cpu else ("float16",) if cuda else ()),
                         amp_modes=("bf16", "fp16") if cuda else ("bf16",), loss_scaling=("fp16",) if cuda else ())
 
@@ -96,3 +101,27 @@ def device_policy(device: torch.device | str) -> DevicePolicy:
     if policy is None:
         policy = _POLICIES[kind] = policy_for(kind)
     return policy
+
+
+def row_bucket(n: int) -> int:
+    """The row count :func:`bucketed_rows` pads ``n`` rows to: a power of two up to 64 (at least 8), above that the
+    next multiple of 64. Beam search over batches of 64 sentences meets about a dozen such counts."""
+    return max(8, 1 << (n - 1).bit_length()) if n <= 64 else -(-n // 64) * 64
+
+
+def bucketed_rows(fn: Callable[[Tensor], Tensor], x: Tensor) -> Tensor:
+    """``fn(x)`` for a row-wise ``fn`` (linear layers, a feed-forward sublayer); at inference in 16 bits on a
+    device whose policy says so (CPU), on ``x``'s rows padded with zero rows to :func:`row_bucket`'s count, the
+    padding cut off the result. oneDNN builds a primitive (milliseconds of code generation) for every product
+    shape it has not cached, and a decoding step's row count is its count of live beams, new at almost every step
+    (docs/results/speed.md, "Decoding on an AMX host"). Elsewhere ``fn(x)`` itself."""
+    if torch.is_grad_enabled() or x.dtype not in (torch.bfloat16, torch.float16) \
+            or not device_policy(x.device).bucketed_rows:
+        return fn(x)
+    rows = x.numel() // x.shape[-1]
+    target = row_bucket(rows)
+    if target == rows:
+        return fn(x)
+    flat = torch.cat((x.reshape(rows, x.shape[-1]), x.new_zeros(target - rows, x.shape[-1])))
+    y = fn(flat)[:rows]
+    return y.view(*x.shape[:-1], y.shape[-1])

@@ -27,7 +27,7 @@ from xlpe.errors import ConfigError
 from xlpe.nn.attention import DecoderLayer, Dropout, EncoderLayer, derived
 # PRESETS is re-exported: one import for the model and its config
 from xlpe.nn.config import PRESETS, TransformerConfig  # noqa: F401
-from xlpe.nn.device import device_policy
+from xlpe.nn.device import bucketed_rows, device_policy
 from xlpe.nn.positions import EncodingContext, HeadInput, build_encodings
 from xlpe.nn.positions.sinusoid import model_sinusoid
 
@@ -181,7 +181,7 @@ class Decoder(nn.Module):
         w = self.output_weight
         if (self.training or torch.is_grad_enabled() or w.dtype != torch.float32 or x.dtype != torch.float32
                 or w.is_inference() or not device_policy(w.device).packed_output_projection):
-            return x @ w.t()
+            return bucketed_rows(lambda t: t @ w.t(), x)
         packed = derived(self, "output", (w,), lambda: torch.ops.mkldnn._reorder_linear_weight(w.detach()))
         y = torch.ops.mkldnn._linear_pointwise(x.reshape(-1, x.shape[-1]), packed, None, "none", [], "")
         return y.view(*x.shape[:-1], w.shape[0])
