@@ -15,6 +15,9 @@ kernels are the fast path. Every such choice reads a :class:`DevicePolicy`:
   oneDNN's linear kernel with the weight packed once (PyTorch's own ``torch.ops.mkldnn._linear_pointwise``, the
   kernel its compiler uses for frozen CPU models), several times faster there than ``x @ W.t()`` at the few rows
   of a beam step (``benchmarks/bench_output_projection.py``); elsewhere, or without oneDNN, the plain product;
+* 16-bit linear layers at inference (:func:`bucketed_rows`): on CPU on their rows padded to a few counts, since
+  oneDNN generates code for every new product shape and a beam step's rows change at almost every step; elsewhere
+  the rows as they are;
 * beam search's top-k (:func:`xlpe.infer.beam.chunked_topk`): on CPU through chunk maxima, several times faster
   there than ``topk`` over the vocabulary; elsewhere ``topk`` itself (fast on a GPU);
 * the weight types decoding takes (:func:`xlpe.infer.translate.check_dtype`): ``int8`` (torch's dynamic
