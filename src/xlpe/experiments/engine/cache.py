@@ -215,8 +215,8 @@ def run_stages(tasks: list[tuple[Path, str, dict, Callable[[Path], dict]]], jobs
                 pending.append(ex.submit(_stage_in_worker, o, n, p, f, force))
             return [f.result() for f in pending]
         except KeyboardInterrupt:       # Ctrl-C or SIGTERM (xlpe.io.process.Terminated): stop now, not after the stages
-            for f in pending:
-                f.cancel()
+            # the workers stop; the broken pool then fails the queued stages itself (cancelling them here made the
+            # pool's thread raise InvalidStateError when it failed them: CPython 3.11's terminate_broken)
             for proc in list((getattr(ex, "_processes", None) or {}).values()):
                 proc.terminate()
             raise
