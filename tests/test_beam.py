@@ -193,12 +193,19 @@ def test_overfit_tiny_model_then_decode_exactly():
     assert [h.tokens for h in greedy(m, src)] == tgt_s
     assert [h.tokens for h in beam_search(m, src, beam=4, lenpen=0.6)] == tgt_s
     assert [h.tokens for h in beam_search(m, src, beam=3, lenpen=1.0, lenpen_style="gnmt")] == tgt_s
-    # bf16 decoding (weights cast once, log-probabilities summed in float) gives the same hypotheses
-    mb = decoding_model(m, "bfloat16")
-    assert next(m.parameters()).dtype == torch.float32 and next(mb.parameters()).dtype == torch.bfloat16
-    assert [h.tokens for h in greedy(mb, src)] == tgt_s
-    assert [h.tokens for h in beam_search(mb, src, beam=4, lenpen=0.6)] == tgt_s
-    assert decoding_model(mb, "bfloat16") is mb
+    # bf16 decoding (weights cast once, or bf16 products on CPU; log-probabilities summed in float) gives the same
+    # hypotheses, with either way of bf16 weights
+    import xlpe.nn.device as device
+    on = device.device_policy("cpu")
+    for products in (True, False):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setitem(device._POLICIES, "cpu", dataclasses.replace(on, bf16_products=products))
+            mb = decoding_model(m, "bfloat16")
+            assert next(m.parameters()).dtype == torch.float32
+            assert next(mb.parameters()).dtype == (torch.float32 if products else torch.bfloat16)
+            assert [h.tokens for h in greedy(mb, src)] == tgt_s
+            assert [h.tokens for h in beam_search(mb, src, beam=4, lenpen=0.6)] == tgt_s
+            assert decoding_model(mb, "bfloat16") is mb
 
 
 @pytest.mark.parametrize("stop", ["fairseq", "exhaust"])
@@ -292,10 +299,12 @@ def test_bf16_decoding_runs_linear_layers_on_bucketed_rows(monkeypatch):
     import xlpe.nn.device as device
     m = random_model(seed=5, pe=["ape"]).eval()
     src = pad_batch(random_sentences(7, 2, 9, seed=5))
-    mb = decoding_model(m, "bfloat16")
+    mb = decoding_model(m, "bfloat16")                 # bf16 products on CPU (every linear layer packed)
     seen = []
-    orig_linear = F.linear
+    orig_linear, orig_packed = F.linear, torch.ops.mkldnn._linear_pointwise
     monkeypatch.setattr(F, "linear", lambda x, *a: seen.append(x.numel() // x.shape[-1]) or orig_linear(x, *a))
+    monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise",
+                        lambda x, *a: seen.append(x.shape[0]) or orig_packed(x, *a), raising=False)
     bucketed = beam_search(mb, src, beam=4, lenpen=1.0)
     buckets = {device.row_bucket(n) for n in range(1, 1000)}
     assert seen and set(seen) <= buckets

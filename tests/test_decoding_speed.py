@@ -117,7 +117,7 @@ def test_output_projection_at_inference_is_onednn_with_a_packed_weight_that_foll
         assert torch.allclose(m.decode(src[:, :4], m.encode(src)), expect, atol=1e-5)
         assert not torch.allclose(expect, plain)
         n = len(calls)
-        m.bfloat16()                                         # other weight types: the plain product
+        m.bfloat16()                                         # a bf16-cast model: the plain product
         m.decode(src[:, :4], m.encode(src))
         assert len(calls) == n
     m.float()
@@ -175,3 +175,47 @@ def test_int8_decoding_quantises_a_copy_of_the_linear_layers_once():
         lp_f, lp_q = (torch.log_softmax(x.decode(tgt, x.encode(src)), -1) for x in (m, q))
     assert 0 < float((lp_f - lp_q).abs().max()) < 0.2
     assert len(greedy(q, src)) == src.shape[0]
+
+
+def test_bf16_decoding_on_cpu_runs_every_linear_layer_as_a_packed_bf16_product(monkeypatch):
+    """``decoding_model(m, "bfloat16")`` on CPU keeps the weights float32 and runs every linear layer (stacked Q/K/V
+    and K/V, queries, outputs, both feed-forward layers with ReLU fused, the output projection) as a bf16 product
+    through oneDNN, each weight packed once and again after an in-place update; the logits are float32's within
+    bf16 rounding; training and float32 decoding never take it."""
+    import xlpe.nn.device as device
+    if not device_policy("cpu").bf16_products:
+        pytest.skip("this PyTorch has no oneDNN linear kernel: bf16 decoding casts the model")
+    m = tiny_model()
+    src = batch(m.cfg)
+    mb = decoding_model(m, "bfloat16")
+    assert next(mb.parameters()).dtype == torch.float32 and decoding_model(mb, "bfloat16") is mb
+    with torch.no_grad():
+        expect = m.decode(src[:, :4], m.encode(src))
+    calls, plain, packs = [], [], []
+    real, real_linear, real_pack = (torch.ops.mkldnn._linear_pointwise, torch.nn.functional.linear,
+                                    torch.ops.mkldnn._reorder_linear_weight)
+    monkeypatch.setattr(device.torch.ops.mkldnn, "_linear_pointwise",
+                        lambda *a: calls.append((a[0].dtype, a[3])) or real(*a), raising=False)
+    monkeypatch.setattr(device.F, "linear", lambda *a: plain.append(1) or real_linear(*a))
+    monkeypatch.setattr(device.torch.ops.mkldnn, "_reorder_linear_weight",
+                        lambda w: packs.append(w.dtype) or real_pack(w), raising=False)
+    layers = m.cfg.enc_layers * 4 + m.cfg.dec_layers * 7 + 1     # products of one encoding and one decoding step
+    with torch.no_grad():
+        beam_search(mb, src, beam=3, lenpen=1.0)
+        calls.clear()
+        out = mb.decode(src[:, :4], mb.encode(src))
+    assert len(calls) == layers and all(dt == torch.bfloat16 for dt, _ in calls)
+    assert [a for _, a in calls].count("relu") == m.cfg.enc_layers + m.cfg.dec_layers
+    assert not plain and packs == [torch.bfloat16] * layers         # each weight packed once
+    assert out.dtype == torch.float32 and torch.allclose(out, expect, atol=0.05)
+    with torch.no_grad():
+        for p in mb.parameters():                                   # an in-place update: packed again
+            p.mul_(1.5)
+        after = mb.decode(src[:, :4], mb.encode(src))
+        fp32 = decoding_model(mb, "float32")                        # unmarked: float32 products
+        calls.clear()
+        assert torch.allclose(after, fp32.decode(src[:, :4], fp32.encode(src)), atol=0.1)
+    assert all(dt == torch.float32 for dt, _ in calls) and not torch.allclose(after, out, atol=0.1)
+    calls.clear()
+    mb.train()(src, src[:, :4]).float().sum().backward()            # training: the plain products
+    assert not calls and plain

@@ -37,6 +37,7 @@ from xlpe.io.text import read_lines, tokenize
 from xlpe.runtime import device_policy, resolve_device, warn_if_emulated_bf16
 from xlpe.io.atomic import check_outputs
 from xlpe.infer.shortlist import FREQUENT, PER_SOURCE, Shortlist, prepare_shortlist
+from xlpe.nn.device import BF16_PRODUCTS
 from xlpe.nn.positions import required_inputs
 from xlpe.sources import SourceSpec, channel_specs, check_channels, check_read, open_sources, source_paths
 
@@ -80,6 +81,9 @@ def decoding_model(model: torch.nn.Module, dtype: str = "float32",
                    device: torch.device | str | None = None) -> torch.nn.Module:
     """``model`` with weights of type ``dtype`` (``float32`` | ``bfloat16`` | ``float16``, the last on GPU
     only): the model itself when they already are, else a cast copy (the caller's model is left as it is).
+    ``bfloat16`` on CPU (:attr:`~xlpe.nn.device.DevicePolicy.bf16_products`): a float32 copy whose linear layers
+    run as bf16 products with packed bf16 weights, everything else (attention, norms, the cache, log-probabilities)
+    in float32: on CPU the rest of a decoding step is slower in bf16 than in float32 (docs/results/speed.md).
     ``int8``: a copy whose ``nn.Linear`` layers are torch's dynamically quantised ones
     (``torch.ao.quantization.quantize_dynamic``: int8 weights, activations quantised per product, float32
     outputs; CPU only); the output projection (the embedding table when tied) and the rest stay float32."""
@@ -90,11 +94,28 @@ def decoding_model(model: torch.nn.Module, dtype: str = "float32",
         return torch.ao.quantization.quantize_dynamic(copy.deepcopy(model).float(), {torch.nn.Linear},
                                                       dtype=torch.qint8)
     p = next(model.parameters(), None)
-    if p is None or (p.dtype == DTYPES[dtype] and not is_quantized(model)):
+    if p is None:
+        return model
+    products = dtype == "bfloat16" and device_policy(p.device).bf16_products
+    if products == bf16_products_model(model) and (products or p.dtype == DTYPES[dtype]) \
+            and not is_quantized(model):
         return model
     if is_quantized(model):
         raise ConfigError(f"the model's linear layers are quantised to int8: it cannot decode as {dtype}")
-    return copy.deepcopy(model).to(DTYPES[dtype])
+    return _mark(copy.deepcopy(model).to(torch.float32 if products else DTYPES[dtype]), products)
+
+
+def _mark(model: torch.nn.Module, products: bool) -> torch.nn.Module:
+    """``model`` with every module marked to run its linear layers as bf16 products or not
+    (:func:`xlpe.nn.device.packed_linear`)."""
+    for m in model.modules():
+        setattr(m, BF16_PRODUCTS, products)
+    return model
+
+
+def bf16_products_model(model: torch.nn.Module) -> bool:
+    """Whether ``model`` runs its linear layers as bf16 products (:func:`decoding_model` with ``bfloat16`` on CPU)."""
+    return bool(getattr(model, BF16_PRODUCTS, False))
 
 
 def is_quantized(model: torch.nn.Module) -> bool:

@@ -23,17 +23,15 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import threading
-import weakref
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from xlpe.errors import ConfigError
-from xlpe.nn.device import bucketed_rows, device_policy
+from xlpe.nn.device import bf16_products, bucketed_rows, derived, device_policy, packed_linear
 
 
 #: decoding steps (one query row at inference) use SDPA too; False = the explicit product q·kᵀ, softmax, ·v
@@ -194,22 +192,12 @@ class Dropout(nn.Dropout):
         return dropout(x, self.p, self.training)
 
 
-_DERIVED_LOCK = threading.Lock()
-_DERIVED: weakref.WeakKeyDictionary[nn.Module, dict[str, tuple[tuple, Any]]] = weakref.WeakKeyDictionary()
-
-
-def derived(owner: nn.Module, name: str, params: Sequence[Tensor], build: Callable[[], Any]) -> Any:
-    """What ``build()`` makes from the parameters ``params`` (a stack of weights, a copy packed for a library's
-    kernel), kept for ``owner`` under ``name`` (outside the module: not a parameter, not in the state dict, not
-    copied or pickled with it) and built again whenever one of the parameters is another tensor, storage or version
-    (an in-place update such as an optimiser step or ``load_state_dict``), so it never goes stale. Not for
-    inference tensors (they have no version). Safe for threads decoding with one model (they build it once)."""
-    key = tuple((id(p), p.data_ptr(), p._version) for p in params)
-    with _DERIVED_LOCK:
-        kept = _DERIVED.setdefault(owner, {})
-        if name not in kept or kept[name][0] != key:
-            kept[name] = key, build()
-        return kept[name][1]
+def _linear(lin: nn.Module, x: Tensor) -> Tensor:
+    """``lin(x)`` on :func:`~xlpe.nn.device.bucketed_rows`; a plain ``nn.Linear`` whose products run in bf16
+    (:func:`~xlpe.nn.device.bf16_products`) through :func:`~xlpe.nn.device.packed_linear`, without its hooks."""
+    if type(lin) is nn.Linear and bf16_products(lin, x, lin.weight):
+        return packed_linear(lin, "packed", x, lin.weight, lin.bias)
+    return bucketed_rows(lin, x)
 
 
 class MultiheadAttention(nn.Module):
@@ -327,7 +315,7 @@ class MultiheadAttention(nn.Module):
         if slots is not None:                   # back from the grid to the query rows
             out = out.index_select(0, slots)
             weights = None if weights is None else weights.index_select(0, slots)
-        return bucketed_rows(self.out_proj, out), weights
+        return _linear(self.out_proj, out), weights
 
     def _stacked(self, names: str) -> tuple[Tensor, Tensor] | None:
         """The weights and biases of the projections ``names`` (``"qkv"`` or ``"kv"``) stacked along the output, so
@@ -349,7 +337,7 @@ class MultiheadAttention(nn.Module):
         B, T, _ = x.shape
         stacked = None if head_inputs else self._stacked("qkv")
         if stacked is not None:      # one product; (B, T, 3, H, d_k) -> per projection (B, H, T, d_k)
-            qkv = bucketed_rows(lambda t: F.linear(t, *stacked), x).view(B, T, 3, self.n_heads, self.d_k)
+            qkv = packed_linear(self, "qkv_packed", x, *stacked).view(B, T, 3, self.n_heads, self.d_k)
             q, k, v = (qkv[:, :, i].transpose(1, 2) for i in range(3))
         else:
             q, k, v = (self._project(lin, x, head_inputs) for lin in (self.q_proj, self.k_proj, self.v_proj))
@@ -366,7 +354,7 @@ class MultiheadAttention(nn.Module):
         """Cross-attention's Q ``(B_m, H, group * Tq, d_k)`` (query rows in their ``slots`` of the grid, ``group``
         rows per memory row) and K, V ``(B_m, H, S, d_k)`` of ``memory``, projected once per cache."""
         Tq = x.shape[1]
-        q = bucketed_rows(self.q_proj, x)
+        q = _linear(self.q_proj, x)
         if slots is not None:               # the query rows into their slots of the grid
             q = q.new_zeros(memory.shape[0] * group, Tq, q.shape[-1]).index_copy_(0, slots, q)
         if group > 1:
@@ -379,8 +367,8 @@ class MultiheadAttention(nn.Module):
         else:
             stacked = None if head_inputs else self._stacked("kv")
             if stacked is not None:  # one product; (B_m, S, 2, H, d_k) -> per projection (B_m, H, S, d_k)
-                kv = bucketed_rows(lambda t: F.linear(t, *stacked), memory).view(*memory.shape[:2], 2, self.n_heads,
-                                                                                  self.d_k)
+                kv = packed_linear(self, "kv_packed", memory, *stacked)
+                kv = kv.view(*memory.shape[:2], 2, self.n_heads, self.d_k)
                 k, v = kv[:, :, 0].transpose(1, 2), kv[:, :, 1].transpose(1, 2)
             else:
                 k, v = (self._project(lin, memory, head_inputs) for lin in (self.k_proj, self.v_proj))
@@ -433,6 +421,11 @@ class FeedForward(nn.Module):
                 nn.init.zeros_(lin.bias)
 
     def forward(self, x: Tensor) -> Tensor:
+        first, act, _, second = self.net
+        if type(first) is type(second) is nn.Linear and bf16_products(self, x, first.weight):   # eval: no dropout
+            relu = type(act) is nn.ReLU
+            h = packed_linear(first, "packed", x, first.weight, first.bias, relu=relu)
+            return packed_linear(second, "packed", h if relu else act(h), second.weight, second.bias)
         return bucketed_rows(self.net, x)
 
 

@@ -15,6 +15,10 @@ kernels are the fast path. Every such choice reads a :class:`DevicePolicy`:
   oneDNN's linear kernel with the weight packed once (PyTorch's own ``torch.ops.mkldnn._linear_pointwise``, the
   kernel its compiler uses for frozen CPU models), several times faster there than ``x @ W.t()`` at the few rows
   of a beam step (``benchmarks/bench_output_projection.py``); elsewhere, or without oneDNN, the plain product;
+* decoding with bf16 weights (:func:`xlpe.infer.translate.decoding_model`, :func:`packed_linear`): on CPU the model
+  stays float32 and only its linear layers run as bf16 products, through oneDNN with the weights packed once,
+  since the rest of a step (attention, norms, the cache, the log-softmax) is slower in bf16 there; elsewhere the
+  model is cast to bf16;
 * 16-bit linear layers at inference (:func:`bucketed_rows`): on CPU on their rows padded to a few counts, since
   oneDNN generates code for every new product shape and a beam step's rows change at almost every step; elsewhere
   the rows as they are;
@@ -33,11 +37,14 @@ type, so the layers can ask on every call. It lives in ``xlpe.nn`` because the l
 
 from __future__ import annotations
 
+import threading
+import weakref
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable, Sequence
 
 import torch
-from torch import Tensor
+import torch.nn.functional as F
+from torch import Tensor, nn
 
 
 @dataclass(frozen=True)
@@ -52,6 +59,8 @@ class DevicePolicy:
         limit_onednn_caches: cap oneDNN's primitive caches (:func:`xlpe.runtime.limit_onednn_caches`).
         chunked_topk: beam search's top-k through chunk maxima (:func:`xlpe.infer.beam.chunked_topk`).
         packed_output_projection: the float32 output projection at inference through oneDNN with a packed weight.
+        bf16_products: decoding with bf16 weights keeps the model in float32 and runs its linear layers as bf16
+            products through oneDNN with packed weights (:func:`packed_linear`); elsewhere the model is cast.
         bucketed_rows: at inference, 16-bit linear layers run on their rows padded to one of a few counts
             (:func:`bucketed_rows`): oneDNN builds a primitive for every new product shape.
         decoding_dtypes: the weight types decoding takes (``float32``, ``bfloat16``; ``int8`` on CPU, ``float16``
@@ -67,6 +76,7 @@ class DevicePolicy:
     limit_onednn_caches: bool
     chunked_topk: bool
     packed_output_projection: bool
+    bf16_products: bool
     bucketed_rows: bool
     decoding_dtypes: tuple[str, ...]
     amp_modes: tuple[str, ...]
@@ -84,7 +94,8 @@ def policy_for(device_type: str) -> DevicePolicy:
     cuda = device_type == "cuda"
     return DevicePolicy(device_type=device_type, explicit_low_precision_attention=cpu, fast_dropout_mask=cpu,
                         retain_freed_memory=cpu, limit_onednn_caches=cpu, chunked_topk=cpu,
-                        packed_output_projection=cpu and onednn_linear_available(), bucketed_rows=cpu,
+                        packed_output_projection=cpu and onednn_linear_available(),
+                        bf16_products=cpu and onednn_linear_available(), bucketed_rows=cpu,
                         decoding_dtypes=("float32", "bfloat16") + (("int8",) if cpu else ("float16",) if cuda else ()),
                         amp_modes=("bf16", "fp16") if cuda else ("bf16",), loss_scaling=("fp16",) if cuda else ())
 
@@ -128,3 +139,59 @@ def bucketed_rows(fn: Callable[[Tensor], Tensor], x: Tensor) -> Tensor:
     flat = torch.cat((x.reshape(rows, x.shape[-1]), x.new_zeros(target - rows, x.shape[-1])))
     y = fn(flat)[:rows]
     return y.view(*x.shape[:-1], y.shape[-1])
+
+
+_DERIVED_LOCK = threading.Lock()
+_DERIVED: weakref.WeakKeyDictionary[nn.Module, dict[str, tuple[tuple, Any]]] = weakref.WeakKeyDictionary()
+
+
+def derived(owner: nn.Module, name: str, params: Sequence[Tensor], build: Callable[[], Any]) -> Any:
+    """What ``build()`` makes from the parameters ``params`` (a stack of weights, a copy packed for a library's
+    kernel), kept for ``owner`` under ``name`` (outside the module: not a parameter, not in the state dict, not
+    copied or pickled with it) and built again whenever one of the parameters is another tensor, storage or version
+    (an in-place update such as an optimiser step or ``load_state_dict``), so it never goes stale. Not for
+    inference tensors (they have no version); it builds outside inference mode (without autograd), so what it
+    makes can be the parameter of another derived value. Safe for threads decoding with one model (they build it
+    once)."""
+    key = tuple((id(p), p.data_ptr(), p._version) for p in params)
+    with _DERIVED_LOCK:
+        kept = _DERIVED.setdefault(owner, {})
+        if name not in kept or kept[name][0] != key:
+            with torch.inference_mode(False), torch.no_grad():
+                kept[name] = key, build()
+        return kept[name][1]
+
+
+#: the attribute that marks a module whose linear layers run as bf16 products (:func:`packed_linear`)
+BF16_PRODUCTS = "bf16_products"
+
+
+def bf16_products(owner: nn.Module, x: Tensor, weight: Tensor) -> bool:
+    """Whether :func:`packed_linear` runs ``owner``'s product as bf16: ``owner`` is marked (:data:`BF16_PRODUCTS`,
+    set by :func:`xlpe.infer.translate.decoding_model`), at inference (eval mode, no autograd), on float32 input
+    and weight that are not inference tensors, on a device whose policy says so (CPU with oneDNN)."""
+    return (getattr(owner, BF16_PRODUCTS, False) and not owner.training and not torch.is_grad_enabled()
+            and x.dtype == weight.dtype == torch.float32 and not weight.is_inference()
+            and device_policy(x.device).bf16_products)
+
+
+def packed_linear(owner: nn.Module, name: str, x: Tensor, weight: Tensor, bias: Tensor | None = None,
+                  relu: bool = False) -> Tensor:
+    """``F.linear(x, weight, bias)`` (then ReLU with ``relu``) for a linear layer of ``owner`` named ``name``,
+    on :func:`bucketed_rows`. Where :func:`bf16_products` says so, as a bf16 product: ``x`` rounded to bf16, oneDNN's
+    linear kernel (``torch.ops.mkldnn._linear_pointwise``, the kernel PyTorch's compiler uses for frozen CPU
+    models; ReLU fused) with a bf16 copy of the weight packed once into the kernel's blocked layout (kept by
+    :func:`derived`, packed again after any update), the output back in float32. Everything else of the model
+    stays float32."""
+    if not bf16_products(owner, x, weight):
+        y = bucketed_rows(lambda t: F.linear(t, weight, bias), x)
+        return torch.relu(y) if relu else y
+    packed = derived(owner, name, (weight,),
+                     lambda: torch.ops.mkldnn._reorder_linear_weight(weight.detach().to(torch.bfloat16)))
+    b16 = None if bias is None else derived(owner, name + ".bias", (bias,), lambda: bias.detach().bfloat16())
+
+    def product(t: Tensor) -> Tensor:
+        y = torch.ops.mkldnn._linear_pointwise(t.reshape(-1, t.shape[-1]), packed, b16, "relu" if relu else "none",
+                                               [], "")
+        return y.view(*t.shape[:-1], weight.shape[0])
+    return bucketed_rows(product, x.to(torch.bfloat16)).float()

@@ -24,10 +24,10 @@ import torch
 from torch import Tensor, nn
 
 from xlpe.errors import ConfigError
-from xlpe.nn.attention import DecoderLayer, Dropout, EncoderLayer, derived
+from xlpe.nn.attention import DecoderLayer, Dropout, EncoderLayer
 # PRESETS is re-exported: one import for the model and its config
 from xlpe.nn.config import PRESETS, TransformerConfig  # noqa: F401
-from xlpe.nn.device import bucketed_rows, device_policy
+from xlpe.nn.device import bf16_products, bucketed_rows, derived, device_policy, packed_linear
 from xlpe.nn.positions import EncodingContext, HeadInput, build_encodings
 from xlpe.nn.positions.sinusoid import model_sinusoid
 
@@ -177,8 +177,10 @@ class Decoder(nn.Module):
     def _project(self, x: Tensor) -> Tensor:
         """``x @ output_weight.T``; at inference (eval mode, no autograd) in float32 on a device whose policy says so
         (CPU, :mod:`xlpe.nn.device`), through oneDNN's linear kernel with the weight packed once (a copy the size
-        of the weight, kept by :func:`~xlpe.nn.attention.derived` and packed again after any update)."""
+        of the weight, kept by :func:`~xlpe.nn.device.derived` and packed again after any update)."""
         w = self.output_weight
+        if bf16_products(self, x, w):
+            return packed_linear(self, "output", x, w)
         if (self.training or torch.is_grad_enabled() or w.dtype != torch.float32 or x.dtype != torch.float32
                 or w.is_inference() or not device_policy(w.device).packed_output_projection):
             return bucketed_rows(lambda t: t @ w.t(), x)
