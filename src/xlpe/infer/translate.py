@@ -115,7 +115,7 @@ def _mark(model: torch.nn.Module, products: bool) -> torch.nn.Module:
 
 def bf16_products_model(model: torch.nn.Module) -> bool:
     """Whether ``model`` runs its linear layers as bf16 products (:func:`decoding_model` with ``bfloat16`` on CPU)."""
-    return bool(getattr(model, BF16_PRODUCTS, False))
+    return bool(model.__dict__.get(BF16_PRODUCTS, False))
 
 
 def is_quantized(model: torch.nn.Module) -> bool:
