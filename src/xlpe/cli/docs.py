@@ -118,9 +118,10 @@ exactly.""",
     "xlpe translate": """\
 One output line per input line. XL models take `--orders FILE` or `--preorderer DIR` (orders predicted on the fly
 from the source alone), structural models `--trees FILE.conllu`; `--skip-long` writes an empty line for a line
-over the model's limit. `--dtype bfloat16` decodes with bf16 weights: beam 5 is 1.3–1.6× faster than float32 and
-1.9× fairseq-generate on a CPU with bf16 instructions, with the same BLEU on Multi30k
-([results/speed.md](results/speed.md)). The command keeps freed memory in glibc's heap for the next step
+over the model's limit. `--dtype bfloat16` decodes with bf16 weights (on CPU: the linear layers as bf16 products,
+the rest in float32): on a CPU with AMX, beam 5 is 1.2× as fast as float32 and 1.6× fairseq-generate, its val
+BLEU on Multi30k within 0.2 of float32's ([results/speed.md](results/speed.md)); without bf16 instructions, slower.
+The command keeps freed memory in glibc's heap for the next step
 (`xlpe.runtime.retain_freed_memory`) and caps oneDNN's primitive caches, which bf16 decoding otherwise fills with a
 primitive per step shape (peak RSS 1.1 → 0.4 GB on Multi30k; `xlpe.runtime.limit_onednn_caches`); your
 `MALLOC_*`, `ONEDNN_PRIMITIVE_CACHE_CAPACITY` and `LRU_CACHE_CAPACITY` settings win.""",

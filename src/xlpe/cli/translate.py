@@ -44,8 +44,9 @@ def add_cli_arguments(p: argparse.ArgumentParser) -> None:
                    help="batches decoded at once, each on its own thread, the --threads divided among them (CPU; "
                         "more throughput for small models)")
     p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16", "int8"),
-                   help="weight type while decoding: bfloat16 is about twice as fast on CPUs with bf16 "
-                        "instructions (float16: GPU only; int8: the linear layers dynamically quantised, CPU only)")
+                   help="weight type while decoding: bfloat16 (on CPU the linear layers as bf16 products) is "
+                        "faster on CPUs with bf16 instructions (float16: GPU only; int8: the linear layers "
+                        "dynamically quantised, CPU only)")
     p.add_argument("--shortlist", default=None, metavar="TABLE",
                    help="score only a vocabulary shortlist per batch (faster, approximate; off by default): the "
                         "table of each source piece's likely target pieces (xlpe.infer.shortlist)")
