@@ -217,5 +217,10 @@ def test_bf16_decoding_on_cpu_runs_every_linear_layer_as_a_packed_bf16_product(m
         assert torch.allclose(after, fp32.decode(src[:, :4], fp32.encode(src)), atol=0.1)
     assert all(dt == torch.float32 for dt, _ in calls) and not torch.allclose(after, out, atol=0.1)
     calls.clear()
+    q = decoding_model(mb, "int8")                                  # int8 from a marked model: no bf16 product
+    with torch.no_grad():
+        q.decode(src[:, :4], q.encode(src))
+    assert all(dt == torch.float32 for dt, _ in calls)
+    calls.clear()
     mb.train()(src, src[:, :4]).float().sum().backward()            # training: the plain products
     assert not calls and plain

@@ -91,8 +91,8 @@ def decoding_model(model: torch.nn.Module, dtype: str = "float32",
     if dtype == "int8":
         if is_quantized(model):
             return model
-        return torch.ao.quantization.quantize_dynamic(copy.deepcopy(model).float(), {torch.nn.Linear},
-                                                      dtype=torch.qint8)
+        return torch.ao.quantization.quantize_dynamic(_mark(copy.deepcopy(model).float(), False),
+                                                      {torch.nn.Linear}, dtype=torch.qint8)
     p = next(model.parameters(), None)
     if p is None:
         return model
