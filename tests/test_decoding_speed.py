@@ -184,7 +184,7 @@ def test_bf16_decoding_on_cpu_runs_every_linear_layer_as_a_packed_bf16_product(m
     bf16 rounding; training and float32 decoding never take it."""
     import xlpe.nn.device as device
     if not device_policy("cpu").bf16_products:
-        pytest.skip("this PyTorch has no oneDNN linear kernel: bf16 decoding casts the model")
+        pytest.skip("oneDNN's linear kernel takes no bf16 with this PyTorch or CPU: bf16 decoding casts the model")
     m = tiny_model()
     src = batch(m.cfg)
     mb = decoding_model(m, "bfloat16")

@@ -12,7 +12,8 @@ import torch.nn.functional as F
 import xlpe.nn.attention as attention
 import xlpe.runtime as runtime
 from xlpe.errors import ConfigError
-from xlpe.nn.device import DevicePolicy, device_policy, onednn_linear_available, policy_for
+from xlpe.nn.device import (DevicePolicy, device_policy, onednn_bf16_linear_available, onednn_linear_available,
+                             policy_for)
 
 from _nmt_toy import quick_train_config, tiny_model_config, toy  # noqa: F401  (toy is a fixture)
 
@@ -22,7 +23,7 @@ def test_each_device_type_gets_its_choices():
     assert cpu == DevicePolicy("cpu", explicit_low_precision_attention=True, fast_dropout_mask=True,
                                retain_freed_memory=True, limit_onednn_caches=True, chunked_topk=True,
                                packed_output_projection=onednn_linear_available(),
-                               bf16_products=onednn_linear_available(), bucketed_rows=True,
+                               bf16_products=onednn_bf16_linear_available(), bucketed_rows=True,
                                decoding_dtypes=("float32", "bfloat16", "int8"), amp_modes=("bf16",),
                                loss_scaling=())
     assert cuda == DevicePolicy("cuda", explicit_low_precision_attention=False, fast_dropout_mask=False,

@@ -60,7 +60,8 @@ class DevicePolicy:
         chunked_topk: beam search's top-k through chunk maxima (:func:`xlpe.infer.beam.chunked_topk`).
         packed_output_projection: the float32 output projection at inference through oneDNN with a packed weight.
         bf16_products: decoding with bf16 weights keeps the model in float32 and runs its linear layers as bf16
-            products through oneDNN with packed weights (:func:`packed_linear`); elsewhere the model is cast.
+            products through oneDNN with packed weights (:func:`packed_linear`; a CPU whose oneDNN takes bf16);
+            elsewhere the model is cast.
         bucketed_rows: at inference, 16-bit linear layers run on their rows padded to one of a few counts
             (:func:`bucketed_rows`): oneDNN builds a primitive for every new product shape.
         decoding_dtypes: the weight types decoding takes (``float32``, ``bfloat16``; ``int8`` on CPU, ``float16``
@@ -95,7 +96,7 @@ def policy_for(device_type: str) -> DevicePolicy:
     return DevicePolicy(device_type=device_type, explicit_low_precision_attention=cpu, fast_dropout_mask=cpu,
                         retain_freed_memory=cpu, limit_onednn_caches=cpu, chunked_topk=cpu,
                         packed_output_projection=cpu and onednn_linear_available(),
-                        bf16_products=cpu and onednn_linear_available(), bucketed_rows=cpu,
+                        bf16_products=cpu and onednn_bf16_linear_available(), bucketed_rows=cpu,
                         decoding_dtypes=("float32", "bfloat16") + (("int8",) if cpu else ("float16",) if cuda else ()),
                         amp_modes=("bf16", "fp16") if cuda else ("bf16",), loss_scaling=("fp16",) if cuda else ())
 
@@ -103,6 +104,13 @@ def policy_for(device_type: str) -> DevicePolicy:
 def onednn_linear_available() -> bool:
     """Whether this PyTorch has oneDNN and its packed linear kernel (``torch.ops.mkldnn._linear_pointwise``)."""
     return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
+
+
+def onednn_bf16_linear_available() -> bool:
+    """Whether oneDNN's packed linear kernel takes bf16 on this CPU: PyTorch refuses it without AVX512 (BW, VL, DQ)
+    or AVX-NE-CONVERT (``torch.ops.mkldnn._is_mkldnn_bf16_supported``)."""
+    check = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
+    return onednn_linear_available() and check is not None and bool(check())
 
 
 _POLICIES: dict[str, DevicePolicy] = {}
