@@ -177,7 +177,8 @@ BF16_PRODUCTS = "bf16_products"
 def bf16_products(owner: nn.Module, x: Tensor, weight: Tensor) -> bool:
     """Whether :func:`packed_linear` runs ``owner``'s product as bf16: ``owner`` is marked (:data:`BF16_PRODUCTS`,
     set by :func:`xlpe.infer.translate.decoding_model`), at inference (eval mode, no autograd), on float32 input
-    and weight that are not inference tensors, on a device whose policy says so (CPU with oneDNN)."""
+    and weight that are not inference tensors, on a device whose policy says so (a CPU whose oneDNN has a bf16
+    linear kernel: :attr:`DevicePolicy.bf16_products`)."""
     return (owner.__dict__.get(BF16_PRODUCTS, False) and not owner.training and not torch.is_grad_enabled()
             and x.dtype == weight.dtype == torch.float32 and not weight.is_inference()
             and device_policy(x.device).bf16_products)
