@@ -41,7 +41,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "evaluate": ("xlpe.cli.evaluate",
                  "BLEU / chrF with signatures and paired bootstrap; Kendall tau / chunk for orders"),
     "experiment": ("xlpe.cli.experiment",
-                   "recipes reproducing the papers' tables (xl-pe, structural-pe, dpe, cross-align)"),
+                   "recipes reproducing the papers' tables (xl-pe, structural-pe, dpe, cross-align) and comparing "
+                   "every encoding (compare)"),
 }
 
 
