@@ -3,13 +3,13 @@
     python benchmarks/bench_decode_compile.py --checkpoint M/mark_12min.pt \
         --input ../shared/data/multi30k/raw/test_2016_flickr.en --rounds 3 --threads 2
 
-A fifth of an fp32 decoding step is Python and dispatch (speed.md), which a compiler can remove. Two copies of one
-float32 model (:func:`xlpe.infer.translate.decoding_model`) decode the same batches in one process, alternating
-batch by batch (so both see the same load on a shared host): ``eager`` as ``xlpe translate`` does, and ``compiled``
-with every decoder layer's ``forward`` through ``torch.compile(dynamic=True)`` (the cached keys grow by one
-position per step and the live rows change, so the shapes are symbolic). Its stacked Q/K/V and K/V weights are
-built once beforehand, as eager builds them on first use, so that the compiled graphs need not break at the
-stack's staleness check. ``compile_s``: the first batch of the compiled copy (one compilation, cold cache).
+A fifth of an fp32 decoding step is Python and dispatch (speed.md), which a compiler can remove. One float32 model
+and a copy of it decode the same batches in one process, alternating batch by batch (so both see the same load on
+a shared host): ``eager`` as ``xlpe translate`` does (:func:`xlpe.infer.translate.decoding_model`), and
+``compiled``, the copy with every decoder layer's ``forward`` through ``torch.compile(dynamic=True)`` (the cached
+keys grow by one position per step and the live rows change, so the shapes are symbolic). Its stacked Q/K/V and
+K/V weights are built once beforehand, as eager builds them on first use, so that the compiled graphs need not
+break at the stack's staleness check. ``compile_s``: the first batch of the compiled copy (one compilation, cold cache).
 Reported: sentences/s over all rounds, per-batch seconds, in how many batches the compiled copy was faster (over
 all rounds, and after the first, whose new shapes it compiles again), and how many hypotheses are identical.
 Never run as a test.
@@ -67,7 +67,6 @@ def main() -> None:
     torch._dynamo.config.cache_size_limit = 64
     model, _cfg, sw = load_model(args.checkpoint)
     systems = {"eager": decoding_model(model, "float32"), "compiled": compiled_copy(model)}
-    assert systems["eager"] is not systems["compiled"]
     lines = open(args.input, encoding="utf-8").read().splitlines()
     n = args.batch_sentences
     chunks = [lines[i * n:(i + 1) * n] for i in range(args.batches)]
