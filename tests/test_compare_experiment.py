@@ -31,6 +31,7 @@ def test_compare_recipe_end_to_end(tmp_path):
     assert set(s["ape"]["tests"]["test"]["vs"]) == {"rpe"}                   # not against itself
     assert set(res["cost"]["systems"]) == set(res["decode_cost"]["systems"]) == set(SYSTEMS) - {"none"}
     assert s["dpe"]["speed_vs_ape"] > 0 and s["struct"]["decode_speed_vs_ape"] > 0
+    assert res["decode_cost"]["seeds"] == {n: 1 for n in SYSTEMS if n != "none"}  # all on this disk: the first seed
     # a run's key holds the channel files its model reads, and nothing else
     keys = {n: json.loads((out / "runs" / n / "seed1" / "done.json").read_text())["params"] for n in SYSTEMS}
     reads = {n: keys[n]["run"].get("reads", {}) for n in SYSTEMS}
@@ -39,7 +40,8 @@ def test_compare_recipe_end_to_end(tmp_path):
                                                                                           "tree_head"}
     assert set(reads["dpe"]) == {"train"} and set(reads["dpe"]["train"]) == {"dpe_target"}
     report = (out / "report.md").read_text()
-    for label in ("+DiSAN", "+RPE +HeadXL", "| no PE | none |", "Δ BLEU vs +RPE (p)", "decoding vs APE"):
+    for label in ("+DiSAN", "+RPE +HeadXL", "| no PE | none |", "Δ BLEU vs +RPE (p)", "decoding vs APE",
+                  "decoding speeds timed each system's model of seed 1 (ape, "):
         assert label in report
     assert "## Claims (each names the tests it rests on)" in report and "t-test" in report
     assert (out / "plots" / "compare.png").exists()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import json
 import logging
 import statistics
 import time
@@ -93,25 +94,38 @@ class DecodeCostInputs(Inputs):
     channels: dict
 
 
-def decode_cost_stage(out: Path, names: list[str], seed: int, *, src: str, channels: dict[str, str], beam: int,
-                      lenpen: float, threads: int, rounds: int, sentences: int = 200) -> dict:
-    """:func:`measure_decode_cost` of the seed-``seed`` models of ``names`` (the first is the reference), found in
-    ``out/runs/<name>/seed<seed>/train``, as the cached stage ``decode-cost``; systems without a trained model
-    are left out (with a warning). Models whose checkpoints an archive left out (:mod:`xlpe.experiments.engine.archive`)
-    count by their recorded signatures: their cached measurement is used, and none is made without them."""
+def decode_cost_stage(out: Path, names: list[str], seeds: int | list[int], *, src: str, channels: dict[str, str],
+                      beam: int, lenpen: float, threads: int, rounds: int, sentences: int = 200) -> dict:
+    """:func:`measure_decode_cost` of one trained model per system of ``names`` (the first is the reference), found in
+    ``out/runs/<name>/seed<k>/train``, as the cached stage ``decode-cost``.
+
+    Each system's model is that of the first of ``seeds`` whose checkpoint is on this disk, unless the stage's
+    recorded measurement names a seed whose model is still there or archived (then that one, so that a made
+    measurement stays). A table filled over several machines has each machine's checkpoints only; an archive keeps
+    none, only their signatures: the recorded measurement is used then, and none is made without every checkpoint.
+    The result names the seed timed per system (``seeds``). Systems without any trained model are left out."""
     from xlpe.nn.checkpoint import latest_checkpoint
 
-    cks, sigs = {}, {}
+    seeds = [seeds] if isinstance(seeds, int) else list(seeds)
+    recorded = _recorded_checkpoints(Path(out) / "decode-cost")
+    cks, sigs, picked = {}, {}, {}
     for n in names:
-        train_dir = Path(out) / "runs" / n / f"seed{seed}" / "train"
-        sig = checkpoint_signature(train_dir)
-        if sig is None:
-            log.warning("decode cost: no trained model of %s (seed %d); left out", n, seed)
+        found = {}
+        for s in seeds:
+            train_dir = Path(out) / "runs" / n / f"seed{s}" / "train"
+            sig = checkpoint_signature(train_dir)
+            if sig is not None:
+                ck = latest_checkpoint(train_dir) if train_dir.is_dir() else None
+                found[s] = (sig, str(ck) if ck is not None else None)
+        if not found:
+            log.warning("decode cost: no trained model of %s (seeds %s); left out", n, seeds)
             continue
-        sigs[n] = sig
-        ck = latest_checkpoint(train_dir) if train_dir.is_dir() else None
+        same = [s for s, (sig, _) in found.items() if sig == recorded.get(n)]
+        local = [s for s, (_, ck) in found.items() if ck is not None]
+        picked[n] = (same or local or list(found))[0]
+        sigs[n], ck = found[picked[n]]
         if ck is not None:
-            cks[n] = str(ck)
+            cks[n] = ck
     if len(sigs) < 2 or names[0] not in sigs:
         return {}
     params = DecodeCostInputs(checkpoints=sigs, src=file_sig(src), beam=beam, lenpen=lenpen, threads=threads,
@@ -120,12 +134,21 @@ def decode_cost_stage(out: Path, names: list[str], seed: int, *, src: str, chann
     if len(cks) < len(sigs):                # restored from an archive: the recorded measurement or none
         cached = cached_result(Path(out), "decode-cost", params)
         if cached is None:
-            log.warning("decode cost: the checkpoints of %s were archived away and no measurement of them is "
-                        "recorded; left out", ", ".join(sorted(set(sigs) - set(cks))))
+            log.warning("decode cost: the checkpoints of %s are not on this disk (another machine trained them, or an "
+                        "archive left them out) and no measurement of them is recorded; left out",
+                        ", ".join(sorted(set(sigs) - set(cks))))
         return cached or {}
-    return run_stage(Path(out), "decode-cost", params, lambda d: measure_decode_cost(
+    return run_stage(Path(out), "decode-cost", params, lambda d: dict(measure_decode_cost(
         cks, src=src, channels=channels, beam=beam, lenpen=lenpen, threads=threads, rounds=rounds,
-        sentences=sentences))
+        sentences=sentences), seeds=picked))
+
+
+def _recorded_checkpoints(stage: Path) -> dict:
+    """The checkpoint signatures, per system, of the measurement recorded in ``stage/done.json`` ({} without one)."""
+    marker = stage / "done.json"
+    if not marker.is_file():
+        return {}
+    return json.loads(marker.read_text()).get("params", {}).get("checkpoints", {})
 
 
 def _relative(per_round: dict[str, list[float]], unit: str) -> dict:

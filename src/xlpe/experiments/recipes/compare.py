@@ -9,8 +9,9 @@ are we?
 2. ``runs``: one model per (system, seed), every system with the same data, model, updates and seeds
    (:func:`xlpe.experiments.engine.runs.run_grid`). A run's cache key holds only the channel files its model
    reads, so adding a system never retrains the others.
-3. ``decode-cost`` (the first seed's models, as soon as they exist) and ``cost`` (training): each system's speed
-   relative to ``ape`` in interleaved rounds on the same machine load (``cost_rounds``).
+3. ``decode-cost`` (after every seed, each system's model of the first seed whose checkpoint is on this disk) and
+   ``cost`` (training): each system's speed relative to ``ape`` in interleaved rounds on the same machine load
+   (``cost_rounds``).
 4. ``report``: one table per test set (BLEU and chrF mean ± std over seeds, the seed-aware tests against ``ape``
    and against ``rpe``, parameters, training tok/s and decoding sent/s relative to ``ape``), one plot, a JSON of
    every number.
@@ -165,17 +166,17 @@ def run_experiment(cfg: CompareConfig, out: str | os.PathLike, only: list[str] |
                     corpus=Corpus.of(spm, p, tests, train_channels=channels["train"],
                                      dev_channels=channels.get("dev"), builtin=bool(cfg.data.builtin)),
                     evaluation=Evaluation(beam=e.beam, lenpen=e.lenpen))
-    # the first seed's runs, the decoding cost of their models, then the other seeds (as structural-pe and dpe)
+    # the first seed's runs, then the other seeds, then what each system costs
     results["runs"] = run_grid(out / "runs", systems, e.seeds[:1], shared, key, jobs=e.jobs)
     costed = {n: s for n, s in systems.items() if n != "none"}
     costed = {"ape": costed.pop("ape"), **costed}          # the reference first
-    if e.cost_rounds:
-        results["decode_cost"] = decode_cost_stage(out, list(costed), e.seeds[0], src=p["test_src"],
-                                                   channels=channels["test"], beam=e.beam, lenpen=e.lenpen,
-                                                   threads=e.threads, rounds=e.cost_rounds)
     if e.seeds[1:]:
         results["runs"].update(run_grid(out / "runs", systems, e.seeds[1:], shared, key, jobs=e.jobs))
     if e.cost_rounds:
+        # after every seed: a table filled over several machines has each system's model of some seed on this disk
+        results["decode_cost"] = decode_cost_stage(out, list(costed), e.seeds, src=p["test_src"],
+                                                   channels=channels["test"], beam=e.beam, lenpen=e.lenpen,
+                                                   threads=e.threads, rounds=e.cost_rounds)
         params = CostInputs(systems=cost_systems(costed), model=cfg.model, rounds=e.cost_rounds,
                             updates=e.cost_updates, train={k: v for k, v in cfg.train.items() if k not in STOPS},
                             threads=e.threads, files=file_sig(spm, p["train_src"], p["train_tgt"],

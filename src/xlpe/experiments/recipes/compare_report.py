@@ -22,6 +22,10 @@ def render_report(cfg, results: dict) -> str:
          "has seed i); bold only when both are below 0.05; with one seed no claim about training variance is made",
          "- speeds relative to APE: training target tokens/s and beam decoding sentences/s, interleaved rounds in "
          "one process on the same machine load (—: not measured)"]
+    timed = results.get("decode_cost", {}).get("seeds")
+    if timed:
+        L.append("- decoding speeds timed each system's model of seed " + ", ".join(
+            f"{k} ({', '.join(sorted(n for n, v in timed.items() if v == k))})" for k in sorted(set(timed.values()))))
     claims: list[str] = []
     tests = next((list(v["tests"]) for v in s.values() if v), [])
     for test in tests:
