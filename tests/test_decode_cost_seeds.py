@@ -27,11 +27,11 @@ def timed(monkeypatch):
     return calls
 
 
-def _model(out: Path, name: str, seed: int, content: str = "") -> Path:
+def _model(out: Path, name: str, seed: int) -> Path:
     d = out / "runs" / name / f"seed{seed}" / "train"
     d.mkdir(parents=True, exist_ok=True)
     p = d / "checkpoint_10.pt"
-    p.write_text(content or f"{name} {seed}")
+    p.write_text(f"{name} {seed}")
     return p
 
 

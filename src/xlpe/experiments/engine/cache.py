@@ -64,6 +64,12 @@ def cached_result(out: Path, name: str, params: Inputs) -> dict | None:
     return None
 
 
+def recorded_params(out: Path, name: str) -> dict:
+    """The inputs that ``out/name/done.json`` records for stage ``name`` ({} when it has not finished)."""
+    marker = Path(out) / name / "done.json"
+    return json.loads(marker.read_text()).get("params", {}) if marker.exists() else {}
+
+
 def lock_path(stage_dir: Path) -> Path:
     """The lock file of a stage: beside its folder (which may be renamed to ``*.stale-*``), hidden."""
     return stage_dir.parent / f".{stage_dir.name}.lock"

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import json
 import logging
 import statistics
 import time
@@ -16,7 +15,7 @@ from typing import Any
 
 from xlpe.errors import ConfigError
 from xlpe.experiments.engine.archive import checkpoint_signature
-from xlpe.experiments.engine.cache import cached_result, file_sig, run_stage
+from xlpe.experiments.engine.cache import cached_result, file_sig, recorded_params, run_stage
 from xlpe.experiments.engine.runs import STOPS, RunSpec, Shared, System, only_channels, model_reads, train_configs
 from xlpe.experiments.engine.stages import read_text
 from xlpe.keys import Inputs
@@ -107,7 +106,7 @@ def decode_cost_stage(out: Path, names: list[str], seeds: int | list[int], *, sr
     from xlpe.nn.checkpoint import latest_checkpoint
 
     seeds = [seeds] if isinstance(seeds, int) else list(seeds)
-    recorded = _recorded_checkpoints(Path(out) / "decode-cost")
+    recorded = recorded_params(Path(out), "decode-cost").get("checkpoints", {})
     cks, sigs, picked = {}, {}, {}
     for n in names:
         found = {}
@@ -141,14 +140,6 @@ def decode_cost_stage(out: Path, names: list[str], seeds: int | list[int], *, sr
     return run_stage(Path(out), "decode-cost", params, lambda d: dict(measure_decode_cost(
         cks, src=src, channels=channels, beam=beam, lenpen=lenpen, threads=threads, rounds=rounds,
         sentences=sentences), seeds=picked))
-
-
-def _recorded_checkpoints(stage: Path) -> dict:
-    """The checkpoint signatures, per system, of the measurement recorded in ``stage/done.json`` ({} without one)."""
-    marker = stage / "done.json"
-    if not marker.is_file():
-        return {}
-    return json.loads(marker.read_text()).get("params", {}).get("checkpoints", {})
 
 
 def _relative(per_round: dict[str, list[float]], unit: str) -> dict:
