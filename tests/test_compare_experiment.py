@@ -8,7 +8,9 @@ import pytest
 
 from xlpe.cli import main
 from xlpe.errors import ConfigError
+from xlpe.experiments.engine.cost import measured_train
 from xlpe.experiments.recipes.compare import load_config
+from xlpe.train.config import TrainConfig
 
 TINY = (Path(__file__).with_name("recipe_configs") / "compare.toml").read_text()
 SYSTEMS = ("none", "ape", "rpe", "disan", "headxl", "struct", "dpe", "rpe+headxl")
@@ -63,3 +65,17 @@ def test_compare_recipe_end_to_end(tmp_path):
 def test_bad_configs_fail_early(sets, msg):
     with pytest.raises(ConfigError, match=msg):
         load_config(None, ["data.builtin='sov'", "train.max_updates=3"] + sets)
+
+
+@pytest.mark.parametrize("budget", [{"schedule": "linear", "max_updates": 1460},
+                                    {"schedule": "linear_time", "max_time_minutes": 20.0}])
+def test_cost_rounds_train_where_a_budget_schedule_cannot(budget):
+    """The cost rounds end after a few updates, within the warm-up and without the time budget: a schedule that
+    decays over the budget is held at its peak there (the learning rate changes no update's cost)."""
+    train = {"lr": 0.002, "warmup": 400, "save_every": 500, **budget}
+    with pytest.raises(ConfigError, match="linear"):
+        TrainConfig(**{**train, "max_updates": 10, "max_time_minutes": 0.0}).schedule_obj()
+    opts = measured_train(train)
+    assert opts == {"lr": 0.002, "warmup": 400, "schedule": "constant"}
+    assert TrainConfig(**opts, max_updates=10).schedule_obj().lr_at(500) == 0.002
+    assert measured_train({"schedule": "inverse_sqrt", "warmup": 4}) == {"schedule": "inverse_sqrt", "warmup": 4}

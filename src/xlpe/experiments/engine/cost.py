@@ -44,23 +44,34 @@ def cost_systems(systems: dict[str, System], overrides: bool = False) -> dict[st
                                        if overrides else []) for n, s in systems.items()}
 
 
+def measured_train(train: dict) -> dict:
+    """The recipe's [train] as the cost measurement trains it: without its budget and checkpointing, and with a
+    schedule that decays over the budget (``linear``, ``linear_time``) held at its peak after the warm-up
+    (``constant``): a round ends at a few updates, which such a schedule cannot describe, and the learning rate
+    changes what an update computes, not what it costs."""
+    opts = {k: v for k, v in train.items() if k not in STOPS + ("save_every", "log_every")}
+    if opts.get("schedule") in ("linear", "linear_time"):
+        opts["schedule"] = "constant"
+    return opts
+
+
 def measure_cost(out_dir: Path, systems: dict[str, System], shared: Shared, *, rounds: int, updates: int,
                  seed: int = 1) -> dict:
     """Training speed of each system relative to the first, measured in interleaved rounds.
 
     Every system trains with the grid's own model, optimiser, batches and data (``shared``, its encoder kept: the
-    cost compares encodings), through :func:`xlpe.train.trainer.train`. Round ``r`` takes every system in turn from
-    update ``r·updates`` to ``(r+1)·updates``, resuming its checkpoint, so that all systems meet the same machine
-    noise. Round 0 is warm-up and is not counted. The tokens/s of a round is the trainer's own figure for that
-    round's second half, which excludes model loading and checkpoint writing. Each system gets the median of its
-    per-round tokens/s and of its per-round ratio to the reference. All systems see the same batches, since they
-    share the seed.
+    cost compares encodings; the schedule as :func:`measured_train` says), through :func:`xlpe.train.trainer.train`.
+    Round ``r`` takes every system in turn from update ``r·updates`` to ``(r+1)·updates``, resuming its checkpoint,
+    so that all systems meet the same machine noise. Round 0 is warm-up and is not counted. The tokens/s of a round
+    is the trainer's own figure for that round's second half, which excludes model loading and checkpoint writing.
+    Each system gets the median of its per-round tokens/s and of its per-round ratio to the reference. All systems
+    see the same batches, since they share the seed.
     """
     from xlpe.train.trainer import train
 
     if rounds < 1 or updates < 2:
         raise ConfigError("the cost measurement needs cost_rounds >= 1 and cost_updates >= 2")
-    opts = {k: v for k, v in shared.train.items() if k not in STOPS + ("save_every", "log_every")}
+    opts = measured_train(shared.train)
     tps: dict[str, list[float]] = {n: [] for n in systems}
     for r in range(rounds + 1):
         for name, system in systems.items():
