@@ -590,7 +590,7 @@ def test_a_second_run_into_a_running_run_s_folder_stops_at_once(toy, tmp_path, c
         if first.poll() is None:
             first.kill()
             first.wait()
-    assert first.returncode == 143 and "Traceback" not in first_err
+    assert first.returncode == 143 and "Traceback" not in first_err, first_err
     steps = [int(r["step"]) for r in csv.DictReader(open(out / "train_log.csv"))]
     assert steps == list(range(1, len(steps) + 1))                        # one run's rows, in order
     assert main(argv + ["--max-updates", str(steps[-1] + 1)]) == 0          # the folder is free: resume=auto goes on

@@ -36,6 +36,7 @@ import torch
 from xlpe.errors import XlpeError
 from xlpe.data.subword import SubwordModel
 from xlpe.io.atomic import atomic_write
+from xlpe.io.process import stop_signals_deferred
 from xlpe.nn.config import TransformerConfig
 from xlpe.nn.transformer import build_model
 
@@ -56,9 +57,11 @@ def subword_entry(model) -> dict | None:
 
 
 def save_checkpoint(path: str | os.PathLike, state: Mapping[str, Any]) -> None:
-    """Write ``state`` (see the module docstring for the keys) atomically, adding format and version."""
+    """Write ``state`` (see the module docstring for the keys) atomically, adding format and version. A Ctrl-C or
+    SIGTERM during the write lands once the file is whole: torch's zip writer, cut short, fails with a C++ error
+    or aborts the process instead of stopping it."""
     payload = {"format": FORMAT, "version": VERSION, **state}
-    with atomic_write(path, "wb") as f:
+    with stop_signals_deferred(), atomic_write(path, "wb") as f:
         torch.save(payload, f)
 
 
