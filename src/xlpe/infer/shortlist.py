@@ -27,6 +27,7 @@ from torch import Tensor
 
 from xlpe.errors import ConfigError, FormatError
 from xlpe.io.atomic import atomic_write
+from xlpe.io.process import stop_signals_deferred
 from xlpe.io.text import read_lines
 
 #: defaults of :func:`build_shortlist`: candidates per source piece, most frequent target pieces always kept
@@ -153,7 +154,7 @@ def prepare_shortlist(path: str | os.PathLike, cfg, subwords: tuple, build_from:
         table = shortlist_from_text((t for _, t in read_lines(src)), (t for _, t in read_lines(tgt)), *subwords,
                                     cfg.src_vocab_size, cfg.tgt_vocab, (cfg.pad_id, cfg.bos_id),
                                     per_source=per_source, frequent=frequent)
-        with atomic_write(path, "wb", encoding=None) as f:
+        with stop_signals_deferred(), atomic_write(path, "wb", encoding=None) as f:    # (save_checkpoint's why)
             table.save(f)
     table = load_shortlist(path)
     if table.tgt_vocab != cfg.tgt_vocab or table.table.shape[0] != cfg.src_vocab_size:
