@@ -53,6 +53,33 @@ def test_compare_recipe_end_to_end(tmp_path):
                  "--set", "experiment.systems=" + repr(list(SYSTEMS) + ["learned"])]) == 0
     assert {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("done.json") if "learned" not in str(p)} == stamps
     assert (out / "runs" / "learned" / "seed2" / "done.json").exists()
+    # APE's runs were trained on another machine (no checkpoint here): decode_cost_copies trains its first seed's
+    # run again for the decoding cost, and nothing else
+    for ck in (out / "runs" / "ape").rglob("checkpoint_*.pt"):
+        ck.unlink()
+    assert main(["experiment", "compare", "--config", str(cfg), "--out", str(out),
+                 "--set", "experiment.decode_cost_copies=true"]) == 0
+    res = json.loads((out / "results.json").read_text())["results"]
+    others = {n: 1 for n in SYSTEMS if n not in ("none", "ape")}
+    assert res["decode_cost"]["seeds"] == {"ape": "copy of seed 1", **others}
+    assert [p.parent.name for p in (out / "decode-cost-runs").glob("*/seed*")] == ["ape"]
+    assert "model of seed 1 (disan, dpe, " in (out / "report.md").read_text()
+    assert "copy of seed 1 (ape); a copy is that run trained again" in (out / "report.md").read_text()
+
+
+def test_a_copy_without_its_model_is_forgotten_so_that_it_trains_again(tmp_path, monkeypatch):
+    """A copy restored from an archive (done, no checkpoint) before its timing was made is trained again; a copy
+    with its model, or one still training, stays."""
+    import xlpe.nn.checkpoint as checkpoint
+    from xlpe.experiments.recipes.compare import _forget_lost_copies
+    monkeypatch.setattr(checkpoint, "latest_checkpoint", lambda d: next(iter(Path(d).glob("checkpoint_*.pt")), None))
+    for name, files in (("ape", ["done.json"]), ("rpe", ["done.json", "train/checkpoint_9.pt"]),
+                        ("disan", ["train/checkpoint_4.pt"])):
+        for f in files:
+            (tmp_path / name / "seed1" / f).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / name / "seed1" / f).write_text("x")
+    _forget_lost_copies(tmp_path, ["ape", "rpe", "disan"], 1)
+    assert [n for n in ("ape", "rpe", "disan") if (tmp_path / n / "seed1").exists()] == ["rpe", "disan"]
 
 
 @pytest.mark.parametrize("sets, msg", [

