@@ -63,24 +63,37 @@ def _row(n: str, v: dict, test: str, claims: list[str]) -> str:
 
 
 def plot(summary: dict, systems: list[str], path: Path) -> None:
-    """BLEU mean ± std of every system on each test set, APE's mean as a line."""
+    """Per test set, each system's BLEU difference from APE: the mean with the seed-aware bootstrap's 95% interval,
+    one dot per seed (run i minus APE's run i), green where the report claims better, red where worse."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    names = [n for n in systems if summary.get(n)]
-    if not names:
+    names = [n for n in systems if summary.get(n) and n != "ape"]
+    if not names or not summary.get("ape"):
         return
-    tests = list(summary[names[0]]["tests"])
-    fig, axes = plt.subplots(1, len(tests), figsize=(4.5 * len(tests) + 1, 3.6), squeeze=False)
+    tests = list(summary["ape"]["tests"])
+    fig, axes = plt.subplots(1, len(tests), figsize=(4.2 * len(tests) + 1.4, 0.32 * len(names) + 1.3),
+                             squeeze=False, sharey=True)
     for ax, test in zip(axes[0], tests):
-        have = [n for n in names if test in summary[n]["tests"]]
-        ax.bar([LABELS.get(n, n) for n in have], [summary[n]["tests"][test]["bleu"][0] for n in have],
-               yerr=[summary[n]["tests"][test]["bleu"][1] for n in have], capsize=3, color="#4878a8")
-        if "ape" in have:
-            ax.axhline(summary["ape"]["tests"][test]["bleu"][0], color="#c44e52", lw=1, ls="--", label="APE")
-            ax.legend(loc="lower right")
-        ax.set(ylabel="BLEU (mean ± std over seeds)", title=test)
-        ax.tick_params(axis="x", labelrotation=60, labelsize=8)
+        ape = summary["ape"]["tests"][test]["bleu_per_seed"]
+        for y, n in enumerate(names):
+            t = summary[n]["tests"].get(test)
+            c = (t or {}).get("vs", {}).get("ape", {})
+            if not c.get("compare_bleu"):
+                continue
+            verdict = c.get("verdict_bleu", "")
+            colour = ("#2e7d32" if verdict.startswith("significant at") else
+                      "#c62828" if verdict.startswith("significantly worse") else "#607d8b")
+            lo, hi = c["compare_bleu"]["ci95"]
+            d = c["compare_bleu"]["delta"]
+            ax.errorbar(d, y, xerr=[[d - lo], [hi - d]], fmt="o", color=colour, capsize=3)
+            seeds = [a - b for a, b in zip(t["bleu_per_seed"], ape)]
+            ax.scatter(seeds, [y + 0.22] * len(seeds), s=9, color=colour, alpha=0.6)
+        ax.axvline(0, color="black", lw=0.8)
+        ax.set(title=f"{test}: APE {summary['ape']['tests'][test]['bleu'][0]:.2f} BLEU", xlabel="Δ BLEU vs APE")
+        ax.grid(axis="x", alpha=0.3)
+    axes[0][0].set_yticks(range(len(names)), [LABELS.get(n, n) for n in names])
+    axes[0][0].invert_yaxis()
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp.png")
