@@ -24,9 +24,10 @@ TABLES=(
   # after a restore: tests/test_reuse.py::test_dpe_takes_its_baseline_from_structural_pe)
   "8b4165d dpe-europarl dpe examples/dpe-europarl.toml --only table3 table5
    --set experiment.reuse_runs=['$RUNS/struct-europarl']"
-  # which encoding should I use (docs/results/compare.md): the built-in pair, then Multi30k (39 runs of ~1 h in fp32)
+  # which encoding should I use (docs/results/compare.md): the built-in pair, then Multi30k (39 runs of ~1 h in fp32,
+  # trained by 3348d4d; c9478eb has the same runs' keys and trains the decoding cost's copies: decode_cost_copies)
   "fe605ea compare-builtin compare examples/compare-builtin.toml"
-  "3348d4d compare-multi30k compare examples/compare-multi30k.toml"
+  "c9478eb compare-multi30k compare examples/compare-multi30k.toml"
 )
 ONLY=${ONLY:-compare-builtin compare-multi30k}
 
