@@ -28,12 +28,13 @@ def timed(monkeypatch):
     return calls
 
 
-def _model(out: Path, name: str, seed: int) -> Path:
-    d = out / "runs" / name / f"seed{seed}" / "train"
+def _model(out: Path, name: str, seed: int, folder: str = "runs") -> Path:
+    """A finished run's checkpoint in ``out/<folder>``."""
+    d = out / folder / name / f"seed{seed}" / "train"
     d.mkdir(parents=True, exist_ok=True)
     (d.parent / "done.json").write_text("{}")
     p = d / "checkpoint_10.pt"
-    p.write_text(f"{name} {seed}")
+    p.write_text(f"{folder} {name} {seed}")
     return p
 
 
@@ -66,15 +67,6 @@ def test_one_seed_and_missing_reference(tmp_path, timed):
     assert _stage(tmp_path, 1)["seeds"] == {"ape": 1, "rpe": 1}      # an int is one seed, as the older recipes pass
 
 
-def _copy(out: Path, name: str, seed: int) -> Path:
-    d = out / "copies" / name / f"seed{seed}" / "train"
-    d.mkdir(parents=True, exist_ok=True)
-    (d.parent / "done.json").write_text("{}")
-    p = d / "checkpoint_10.pt"
-    p.write_text(f"copy of {name} {seed}")
-    return p
-
-
 def test_a_copy_stands_in_for_runs_trained_on_other_machines(tmp_path, timed):
     rpe3 = _model(tmp_path, "rpe", 3)
     for s in (1, 2, 3):                 # ape's runs are archives here: their checkpoints' signatures, no file
@@ -91,7 +83,7 @@ def test_a_copy_stands_in_for_runs_trained_on_other_machines(tmp_path, timed):
     (tmp_path / "copies" / "ape" / "seed1" / "train").mkdir(parents=True)     # still training: not a model yet
     (tmp_path / "copies" / "ape" / "seed1" / "train" / "checkpoint_5.pt").write_text("half")
     assert cost.untimed(tmp_path, ["ape", "rpe"], [1, 2, 3], "copies") == ["ape"]
-    ape1 = _copy(tmp_path, "ape", 1)
+    ape1 = _model(tmp_path, "ape", 1, "copies")
     (ape1.parent / "checkpoint_5.pt").unlink()
     assert cost.untimed(tmp_path, ["ape", "rpe"], [1, 2, 3], "copies") == []
     res = cost.decode_cost_stage(tmp_path, ["ape", "rpe"], [1, 2, 3], copies="copies", **stage)
