@@ -64,7 +64,8 @@ def _row(n: str, v: dict, test: str, claims: list[str]) -> str:
 
 def plot(summary: dict, systems: list[str], path: Path) -> None:
     """Per test set, each system's BLEU difference from APE: the mean with the seed-aware bootstrap's 95% interval,
-    one dot per seed (run i minus APE's run i), green where the report claims better, red where worse."""
+    one dot per seed (run i minus APE's run i, when both ran the same seeds), green where the report claims better,
+    red where worse."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -87,8 +88,9 @@ def plot(summary: dict, systems: list[str], path: Path) -> None:
             lo, hi = c["compare_bleu"]["ci95"]
             d = c["compare_bleu"]["delta"]
             ax.errorbar(d, y, xerr=[[d - lo], [hi - d]], fmt="o", color=colour, capsize=3)
-            seeds = [a - b for a, b in zip(t["bleu_per_seed"], ape)]
-            ax.scatter(seeds, [y + 0.22] * len(seeds), s=9, color=colour, alpha=0.6)
+            if c["compare_bleu"].get("seed_test") == "paired-t":       # the same seeds: run i against run i
+                seeds = [a - b for a, b in zip(t["bleu_per_seed"], ape)]
+                ax.scatter(seeds, [y + 0.22] * len(seeds), s=9, color=colour, alpha=0.6)
         ax.axvline(0, color="black", lw=0.8)
         ax.set(title=f"{test}: APE {summary['ape']['tests'][test]['bleu'][0]:.2f} BLEU", xlabel="Δ BLEU vs APE")
         ax.grid(axis="x", alpha=0.3)
