@@ -28,8 +28,7 @@ import torch
 from xlpe.infer.translate import decoding_model, translate_lines
 from xlpe.nn.attention import MultiheadAttention
 from xlpe.nn.checkpoint import load_model
-
-from device_check import cpu_name
+from xlpe.runtime import host
 
 
 def compiled_copy(model: torch.nn.Module) -> torch.nn.Module:
@@ -86,7 +85,7 @@ def main() -> None:
     sents = sum(map(len, chunks)) * args.rounds
     print(json.dumps({
         "benchmark": "bench_decode_compile", "command": [sys.executable, *sys.argv], "torch": torch.__version__,
-        "cpu": cpu_name(),
+        "cpu": host()["cpu"],
         "threads": args.threads, "beam": args.beam, "rounds": args.rounds, "compile_s": round(compile_s, 1),
         "sent_s": {k: round(sents / v, 1) for k, v in total.items()},
         "compiled_over_eager": round(total["eager"] / total["compiled"], 3),

@@ -31,7 +31,6 @@ import argparse
 import contextlib
 import csv
 import json
-import platform
 import resource
 import shutil
 import sys
@@ -47,7 +46,7 @@ import multi30k_budget as mb  # noqa: E402
 from xlpe.cli import main as xlpe_main  # noqa: E402
 from xlpe.infer.translate import translate_lines  # noqa: E402
 from xlpe.nn.checkpoint import load_model  # noqa: E402
-from xlpe.runtime import device_policy, native_bf16, resolve_device  # noqa: E402
+from xlpe.runtime import device_policy, host, native_bf16, resolve_device  # noqa: E402
 
 DEFAULT_WORK = mb.REPO.parent / "runs" / "device-check"
 TEST = "test_2016_flickr"
@@ -100,15 +99,6 @@ def subset(data: Path, work: Path, lines: int) -> Path:
             (out / f"{split}.{lang}").write_text("".join(f"{x}\n" for x in mb.read_lines(data / f"{split}.{lang}")
                                                          [:lines]), encoding="utf-8")
     return out
-
-
-def cpu_name() -> str:
-    """The CPU's model name (``/proc/cpuinfo``) and torch's CPU capability (e.g. AVX512)."""
-    name = platform.processor() or platform.machine()
-    with contextlib.suppress(OSError):
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            name = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), name)
-    return f"{name} ({torch.backends.cpu.get_cpu_capability()})"
 
 
 def peak_rss_mb() -> float:
@@ -210,7 +200,7 @@ def main(argv: list[str] | None = None) -> dict:
     prep = mb.prepare(data, a.work / f"{a.lines or 'all'}-lines-{a.vocab}", vocab=a.vocab, venv=venv,
                       threads=a.threads or 2)
     policy = device_policy(device)
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_name()
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else host()["cpu"]
     res: dict = {"device": str(device), "device_name": name, "machine": mb.machine_state(),
                  "native_bf16": native_bf16(device), "amp": amp,
                  "policy": {k: v for k, v in vars(policy).items() if k != "device_type"},

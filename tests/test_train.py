@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import csv
 import itertools
+import json
 import math
+import os
 import sys
 
 import pytest
@@ -16,6 +18,7 @@ from _nmt_toy import quick_train_config, tiny_model_config, toy  # noqa: F401  (
 from xlpe.errors import ConfigError
 from xlpe.nn.checkpoint import load_checkpoint
 from xlpe.nn.positions import PositionEncoding
+from xlpe.runtime import host
 from xlpe.train.losses import combine_losses, label_smoothed_nll, projected_label_smoothed_nll
 from xlpe.train.schedule import Schedule, build_scheduler
 from xlpe.cli.train import add_cli_arguments, configs_from_args
@@ -552,6 +555,12 @@ def test_train_cli_end_to_end(toy, tmp_path):
     assert (out / "checkpoint_3.pt").exists() and (out / "run.json").exists()
     assert main(argv + ["--max-updates", "4"]) == 0                       # resume=auto continues
     assert (out / "checkpoint_4.pt").exists()
+    # one record per start, each naming the host it ran on (two hosts can train different models from one seed)
+    records = json.loads((out / "run.json").read_text())
+    assert len(records) == 2
+    for r in records:
+        assert r["host"]["cpu"] == host()["cpu"] and r["host"]["cores"] == os.cpu_count()
+        assert r["host"]["native_bf16"] in (True, False, None) and r["host"]["threads"] == 1
     steps = [int(r["step"]) for r in csv.DictReader(open(out / "train_log.csv"))]
     assert steps == [1, 2, 3, 4]
 

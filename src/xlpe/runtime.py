@@ -1,6 +1,6 @@
 """The training runtime that every training loop shares (the NMT trainer, the Cross-Align trainer): the
 device, DDP set-up, autocast, seeds and RNG states, a progress bar, the metrics log, where to resume from,
-and the run record (command, configs, library versions); and the process-wide settings that a CPU process takes
+and the run record (command, configs, versions, host); and the process-wide settings that a CPU process takes
 (the C allocator, oneDNN's caches) when the device's policy (:func:`device_policy`, :mod:`xlpe.nn.device`) says.
 
 A loop owns its own code, as a torchtune recipe does, and calls these utilities::
@@ -473,10 +473,22 @@ def versions(*extra: str) -> dict[str, str]:
     return out
 
 
+def host() -> dict[str, Any]:
+    """The CPU (model name and torch's CPU capability, e.g. ``AMD EPYC (AVX2)``), its bf16 instructions
+    (:func:`native_bf16`), cores and torch's threads: two hosts can train different models from one seed and config
+    (their kernels round differently), so every run records its host."""
+    name = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError), open("/proc/cpuinfo", encoding="utf-8") as f:
+        name = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), name)
+    return {"cpu": f"{name} ({torch.backends.cpu.get_cpu_capability()})", "native_bf16": native_bf16("cpu"),
+            "cores": os.cpu_count(), "threads": torch.get_num_threads()}
+
+
 def write_run_info(out: Path, **sections: Any) -> None:
-    """Append this run's record (command, ``sections`` such as the configs, versions, time) to
+    """Append this run's record (command, ``sections`` such as the configs, versions, host, time) to
     ``out/run.json``, a list with one entry per start or resumption."""
-    info = {"command": sys.argv, **sections, "versions": versions(), "time": time.strftime("%Y-%m-%d %H:%M:%S")}
+    info = {"command": sys.argv, **sections, "versions": versions(), "host": host(),
+            "time": time.strftime("%Y-%m-%d %H:%M:%S")}
     path = out / "run.json"
     history = []
     if path.exists():

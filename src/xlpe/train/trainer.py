@@ -20,7 +20,7 @@ a progress bar and a metrics log, validation (loss, optional greedy BLEU) with e
   ``WORLD_SIZE``-th batch. Rank 0 validates, logs and writes checkpoints.
 
 Outputs in ``out``: ``checkpoint_<step>.pt`` (the last ``keep_last``), ``checkpoint_best.pt``,
-``train_log.csv`` / ``valid_log.csv`` (or ``.jsonl``), ``run.json`` (command, configs, library versions), and
+``train_log.csv`` / ``valid_log.csv`` (or ``.jsonl``), ``run.json`` (command, configs, library versions, host), and
 ``.run.lock``, locked while a run writes there: a second run into the same folder stops at once, naming the first.
 """
 
