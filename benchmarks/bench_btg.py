@@ -304,9 +304,11 @@ def main(argv=None) -> dict:
         if data["scores"] is None:
             raise SystemExit("--drop-worst needs --align eflomal")
         sc = np.array([data["scores"][k] for k in keep])
-        cut = np.quantile(sc, 1.0 - args.drop_worst)
-        kept = [k for k, v in zip(keep, sc) if v <= cut]
-        dropped, keep = len(keep) - len(kept), kept
+        # exactly that share, the highest scores (worst) first; ties broken by corpus order, so the count never
+        # depends on how many sentences share the cut's score
+        n_drop = int(round(len(keep) * args.drop_worst))
+        worst = set(np.argsort(-sc, kind="stable")[:n_drop].tolist())
+        dropped, keep = n_drop, [k for i, k in enumerate(keep) if i not in worst]
     if args.train_limit:
         keep = keep[: args.train_limit]
     t0 = time.perf_counter()
