@@ -170,6 +170,28 @@ def test_incremental_decoding_equals_full_recompute(pre_norm):
     assert torch.allclose(torch.cat((a[[2, 0, 1]], b), 1), full[[2, 0, 1]], atol=1e-5)
 
 
+@pytest.mark.parametrize("grad", [False, True])
+def test_cache_reorders_compose_before_the_next_step(grad):
+    """Reorders are noted and applied as the next step appends its keys (one gather, no second copy); two in a row
+    (beams re-ranked, then a sentence dropped) equal their composition, with autograd recording or not."""
+    torch.manual_seed(0)
+    m = build_model(tiny(pe=["ape"])).eval()
+    src, tgt_in = toy_batch()
+    enc = m.encode(src)
+    with torch.set_grad_enabled(grad):
+        full = m.decode(tgt_in, enc)
+        cache = DecoderCache()
+        m.decode(tgt_in[:, :3], enc, cache=cache)
+        first, then = torch.tensor([2, 2, 0]), torch.tensor([2, 0])
+        cache.reorder_self(first)
+        cache.reorder(then, cross_index=then)        # the cross-attention rows follow the sentences kept
+        rows = first[then]
+        assert torch.equal(cache.layers[0]["self"]["rows"], rows)
+        b = m.decode(tgt_in[rows, 3:4], enc.index_select(then), cache=cache)
+    assert "rows" not in cache.layers[0]["self"] and cache.layers[0]["self"]["k"].shape[::2] == (2, 4)
+    assert torch.allclose(b[:, 0], full[rows, 3], atol=1e-5)
+
+
 @pytest.mark.parametrize("pre_norm", [False, True])
 def test_beams_sharing_one_memory_row_equal_repeated_memory(pre_norm):
     """Beam search keeps one memory row per sentence for its K decoder rows: logits, attention and cached steps

@@ -344,8 +344,8 @@ class MultiheadAttention(nn.Module):
         offset = 0
         if cache is not None:
             if "k" in cache:
-                offset = cache["k"].shape[2]
-                k, v = torch.cat((cache["k"], k), 2), torch.cat((cache["v"], v), 2)
+                offset, rows = cache["k"].shape[2], cache.pop("rows", None)
+                k, v = _appended(cache["k"], k, rows), _appended(cache["v"], v, rows)
             cache["k"], cache["v"] = k, v
         return q, k, v, offset
 
@@ -396,6 +396,22 @@ class MultiheadAttention(nn.Module):
         if rel_v is not None:   # Shaw: sum_j alpha_ij a^V_ij
             out = out + rel_v
         return out, weights
+
+
+def _appended(cached: Tensor, new: Tensor, rows: Tensor | None) -> Tensor:
+    """``cat((cached[rows], new), 2)`` (``rows`` None: all, in order) in one pass: the rows are gathered straight
+    into the new tensor, not into a copy that ``cat`` then copies again (the cache's reorder is deferred to here,
+    :meth:`xlpe.nn.transformer.DecoderCache.reorder_self`). With autograd recording, as two differentiable steps."""
+    if torch.is_grad_enabled() and (cached.requires_grad or new.requires_grad):
+        return torch.cat((cached if rows is None else cached.index_select(0, rows), new), 2)
+    n, t = new.shape[0], cached.shape[2]
+    out = new.new_empty(n, new.shape[1], t + new.shape[2], new.shape[3])
+    if rows is None:
+        out[:, :, :t] = cached
+    else:
+        torch.index_select(cached, 0, rows, out=out[:, :, :t])
+    out[:, :, t:] = new
+    return out
 
 
 class FeedForward(nn.Module):

@@ -69,11 +69,13 @@ class DecoderCache:
 
     def reorder_self(self, index: Tensor) -> None:
         """Keep rows ``index`` of the self-attention keys/values only (beams re-ranked within their sentences,
-        whose memory rows stay as they are)."""
+        whose memory rows stay as they are). The rows are noted, not copied: the next step gathers them as it
+        appends its own keys and values (one copy of the cache per step instead of two); reorders before that
+        step compose."""
         for layer in self.layers:
             kv = layer.get("self", {})
-            for name in kv:
-                kv[name] = kv[name].index_select(0, index)
+            if "k" in kv:
+                kv["rows"] = index if "rows" not in kv else kv["rows"][index]
 
 
 def _embedding(vocab: int, d: int, pad_id: int) -> nn.Embedding:
