@@ -184,10 +184,10 @@ def test_cache_reorders_compose_before_the_next_step(grad):
         m.decode(tgt_in[:, :3], enc, cache=cache)
         first, then = torch.tensor([2, 2, 0]), torch.tensor([2, 0])
         cache.reorder_self(first)
-        cache.reorder(then, cross_index=then)        # the cross-attention rows follow the sentences kept
-        rows = first[then]
+        rows = first[then]                          # the sentences whose histories the rows now hold
+        cache.reorder(then, cross_index=rows)       # the cross-attention rows follow them (at once)
         assert torch.equal(cache.layers[0]["self"]["rows"], rows)
-        b = m.decode(tgt_in[rows, 3:4], enc.index_select(then), cache=cache)
+        b = m.decode(tgt_in[rows, 3:4], enc.index_select(rows), cache=cache)
     assert "rows" not in cache.layers[0]["self"] and cache.layers[0]["self"]["k"].shape[::2] == (2, 4)
     assert torch.allclose(b[:, 0], full[rows, 3], atol=1e-5)
 
