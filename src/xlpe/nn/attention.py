@@ -404,12 +404,10 @@ def _appended(cached: Tensor, new: Tensor, rows: Tensor | None) -> Tensor:
     :meth:`xlpe.nn.transformer.DecoderCache.reorder_self`). With autograd recording, as two differentiable steps."""
     if torch.is_grad_enabled() and (cached.requires_grad or new.requires_grad):
         return torch.cat((cached if rows is None else cached.index_select(0, rows), new), 2)
-    n, t = new.shape[0], cached.shape[2]
-    out = new.new_empty(n, new.shape[1], t + new.shape[2], new.shape[3])
-    if rows is None:
-        out[:, :, :t] = cached
-    else:
-        torch.index_select(cached, 0, rows, out=out[:, :, :t])
+    t = cached.shape[2]
+    out = new.new_empty(new.shape[0], new.shape[1], t + new.shape[2], new.shape[3])
+    rows = torch.arange(cached.shape[0], device=cached.device) if rows is None else rows
+    torch.index_select(cached, 0, rows, out=out[:, :, :t])
     out[:, :, t:] = new
     return out
 
