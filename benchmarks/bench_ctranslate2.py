@@ -20,6 +20,13 @@ calls ``retain_freed_memory()`` as ``xlpe translate`` does. The xlpe systems: ``
 CTranslate2 then also runs as ``ctranslate2-workers`` with ``inter_threads`` N). With ``--reference`` every
 system's BLEU is reported (sacreBLEU through ``xlpe.evaluate.bleu``);
 choose settings on val, never on a test set.
+
+``--full-steps N`` times the decoding step apart from the search's shape: both systems decode a copy of the model
+whose EOS rows (embeddings, output projection) are zero, for exactly N steps (xlpe's length limit and
+CTranslate2's ``max_decoding_length``), so no hypothesis ends early and every step has all ``beam`` rows of every
+sentence; the report counts the CTranslate2 hypotheses that ran the N steps. There the outputs are compared on
+their first N - 1 tokens (xlpe's last one is the EOS it is forced to), and as the two rank hypotheses of the
+forced end differently, their agreement says little.
 """
 
 from __future__ import annotations
@@ -49,6 +56,8 @@ def worker(a) -> None:
     model, cfg, (sw, tgt_sw) = load_model(a.checkpoint)
     model = decoding_model(model, a.dtype)                   # cast once, outside the timed part
     kw = dict(beam=a.beam, lenpen=a.lenpen, batch_size=a.batch, beam_stop="fairseq", dtype=a.dtype)
+    if a.full_steps:
+        kw.update(max_len_a=0, max_len_b=a.full_steps - 1)     # EOS forced at step N - 1: N steps
     if a.decode_workers > 1:
         kw["workers"] = a.decode_workers
     if a.shortlist:
@@ -68,7 +77,7 @@ def run_worker(a, src: Path, dtype: str, shortlist: str | None = None, workers: 
     cmd = [sys.executable, __file__, "--worker", "--checkpoint", a.checkpoint, "--input", a.input,
            "--sentences", str(a.sentences), "--beam", str(a.beam), "--lenpen", str(a.lenpen),
            "--threads", str(a.threads), "--batch", str(a.batch), "--dtype", dtype,
-           "--decode-workers", str(workers)]
+           "--decode-workers", str(workers), "--full-steps", str(a.full_steps)]
     if shortlist:
         cmd += ["--shortlist", shortlist]
     env = {**os.environ, "PYTHONPATH": str(src), "HF_HUB_OFFLINE": "1"}
@@ -154,6 +163,8 @@ def main() -> None:
     ap.add_argument("--reference", default=None, help="reference translations of --input: BLEU per system")
     ap.add_argument("--no-ctranslate2", action="store_true", help="time the xlpe systems only")
     ap.add_argument("--json-out", default=None, help="also write the JSON object to this file")
+    ap.add_argument("--full-steps", type=int, default=0, metavar="N",
+                    help="decode exactly N steps with every beam alive (the model's EOS row zeroed; see above)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--ct2-worker", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--pieces", default=None, help=argparse.SUPPRESS)
@@ -176,13 +187,34 @@ def main() -> None:
     pieces = [sw.encode(line.split()).pieces for line in lines]
     # CTranslate2 has no per-sentence length rule: bound it by xlpe's (1.2 S + 10) for the longest input, so that a
     # weak model's run-away hypotheses stop where xlpe's longest could (not at the model's max_len of 1024)
-    ct2_max_len = min(cfg.max_len, int(1.2 * (max(map(len, pieces)) + 1) + 10))
-    speed, outs = timed_rounds(a, pieces, ct2_max_len, tgt_sw)
+    ct2_max_len = a.full_steps or min(cfg.max_len, int(1.2 * (max(map(len, pieces)) + 1) + 10))
+    checkpoint = a.checkpoint
+    with tempfile.TemporaryDirectory() as d:
+        if a.full_steps:
+            a.checkpoint = without_eos(a.checkpoint, cfg, Path(d) / "no-eos.pt")
+        speed, outs, full = timed_rounds(a, pieces, ct2_max_len, tgt_sw)
+    a.checkpoint = checkpoint
     report = summary(a, cfg, lines, speed, outs, ct2_max_len)
+    if a.full_steps:
+        report.update(full_steps=a.full_steps, ctranslate2_ran_all_steps=full)
     text = json.dumps(report, indent=1)
     print(text)
     if a.json_out:
         Path(a.json_out).write_text(text + "\n", encoding="utf-8")
+
+
+def without_eos(checkpoint: str, cfg, out: Path) -> str:
+    """A copy of ``checkpoint`` whose every embedding or output matrix over the vocabulary has a zero EOS row:
+    EOS's logit is 0, below the top candidates of a trained model at every step (``--full-steps``)."""
+    import torch
+
+    ck = torch.load(checkpoint, map_location="cpu", weights_only=False)
+    vocab = {cfg.src_vocab_size, cfg.tgt_vocab}
+    for name, w in ck["model"].items():
+        if w.dim() == 2 and w.shape[0] in vocab and name.endswith(("embed.weight", "out.weight")):
+            w[cfg.eos_id] = 0.0
+    torch.save(ck, out)
+    return str(out)
 
 
 def ct2_systems(a) -> dict[str, int]:
@@ -190,12 +222,14 @@ def ct2_systems(a) -> dict[str, int]:
     return {"ctranslate2": 1, **({"ctranslate2-workers": a.workers} if a.workers > 1 else {})}
 
 
-def timed_rounds(a, pieces, ct2_max_len: int, tgt_sw) -> tuple[dict[str, list[float]], dict[str, list[str]]]:
+def timed_rounds(a, pieces, ct2_max_len: int, tgt_sw) -> tuple[dict, dict, dict]:
     """Every system once per round, in the same order each round; CTranslate2 last. Speeds by the clock under
     the system's name, by the process's CPU time under ``<name> cpu`` (steadier on a shared machine; with one
-    thread it is the decoding's own work)."""
+    thread it is the decoding's own work). Returns the speeds, the outputs, and with ``--full-steps`` the share of
+    CTranslate2's hypotheses that ran all N steps."""
     speed: dict[str, list[float]] = {}
     outs: dict[str, list[str]] = {}
+    full: dict[str, float] = {}       # --full-steps: the CTranslate2 hypotheses that ran all N steps
     with tempfile.TemporaryDirectory() as d:
         if not a.no_ctranslate2:
             from xlpe.infer.export import export_model
@@ -212,9 +246,13 @@ def timed_rounds(a, pieces, ct2_max_len: int, tgt_sw) -> tuple[dict[str, list[fl
                 res = run_ct2_worker(a, Path(d) / "ct2", Path(d) / "pieces.json", ct2_max_len, workers)
                 speed.setdefault(name, []).append(res["sent_per_s"])
                 speed.setdefault(f"{name} cpu", []).append(res["cpu_sent_per_s"])
-                outs[name] = [tgt_sw.decode_pieces(h) for h in res["outputs"]]
+                hyps = res["outputs"]
+                if a.full_steps:    # N tokens, no EOS; xlpe's last step is its forced EOS: compare N - 1
+                    full[name] = sum(len(h) == a.full_steps for h in hyps) / len(hyps)
+                    hyps = [h[:a.full_steps - 1] for h in hyps]
+                outs[name] = [tgt_sw.decode_pieces(h) for h in hyps]
             print(f"round {r + 1}: " + ", ".join(f"{k} {v[-1]:.1f}" for k, v in speed.items()), file=sys.stderr)
-    return speed, outs
+    return speed, outs, full
 
 
 def summary(a, cfg, lines, speed, outs, ct2_max_len: int) -> dict:
