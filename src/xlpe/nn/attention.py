@@ -31,6 +31,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from xlpe.errors import ConfigError
+from xlpe.nn.decoding_step import appended, lean_step, lean_step_applies
 from xlpe.nn.device import bf16_products, bucketed_rows, derived, device_policy, packed_linear
 
 
@@ -345,7 +346,7 @@ class MultiheadAttention(nn.Module):
         if cache is not None:
             if "k" in cache:
                 offset, rows = cache["k"].shape[2], cache.pop("rows", None)
-                k, v = _appended(cache["k"], k, rows), _appended(cache["v"], v, rows)
+                k, v = appended(cache["k"], k, rows), appended(cache["v"], v, rows)
             cache["k"], cache["v"] = k, v
         return q, k, v, offset
 
@@ -396,20 +397,6 @@ class MultiheadAttention(nn.Module):
         if rel_v is not None:   # Shaw: sum_j alpha_ij a^V_ij
             out = out + rel_v
         return out, weights
-
-
-def _appended(cached: Tensor, new: Tensor, rows: Tensor | None) -> Tensor:
-    """``cat((cached[rows], new), 2)`` (``rows`` None: all, in order) in one pass: the rows are gathered straight
-    into the new tensor, not into a copy that ``cat`` then copies again (the cache's reorder is deferred to here,
-    :meth:`xlpe.nn.transformer.DecoderCache.reorder_self`). With autograd recording, as two differentiable steps."""
-    if torch.is_grad_enabled() and (cached.requires_grad or new.requires_grad):
-        return torch.cat((cached if rows is None else cached.index_select(0, rows), new), 2)
-    t = cached.shape[2]
-    out = new.new_empty(new.shape[0], new.shape[1], t + new.shape[2], new.shape[3])
-    rows = torch.arange(cached.shape[0], device=cached.device) if rows is None else rows
-    torch.index_select(cached, 0, rows, out=out[:, :, :t])
-    out[:, :, t:] = new
-    return out
 
 
 class FeedForward(nn.Module):
@@ -485,7 +472,10 @@ class DecoderLayer(nn.Module):
                 memory_heads: Sequence[HeadInput] = (),
                 memory_slots: tuple[Tensor, int] | None = None) -> tuple[Tensor, Tensor | None]:
         """Returns ``(x, cross-attention weights (B, H, T, S) or None)``. ``memory_heads``: per-head memories
-        (encoder-free HeadXL, SPEC §4.7 [I]); ``memory_slots``: see :meth:`MultiheadAttention.forward`."""
+        (encoder-free HeadXL, SPEC §4.7 [I]); ``memory_slots``: see :meth:`MultiheadAttention.forward`. A plain
+        decoding step at inference takes :func:`xlpe.nn.decoding_step.lean_step` where the device's policy says so."""
+        if lean_step_applies(self, x, cache, need_weights, memory_heads):
+            return lean_step(self, x, memory, memory_pad_mask, cache, memory_slots), None
         self_cache = None if cache is None else cache.setdefault("self", {})
         cross_cache = None if cache is None else cache.setdefault("cross", {})
         pre = self.pre_norm

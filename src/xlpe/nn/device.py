@@ -22,6 +22,9 @@ kernels are the fast path. Every such choice reads a :class:`DevicePolicy`:
 * 16-bit linear layers at inference (:func:`bucketed_rows`): on CPU on their rows padded to a few counts, since
   oneDNN generates code for every new product shape and a beam step's rows change at almost every step; elsewhere
   the rows as they are;
+* a decoder layer's float32 step at inference (:mod:`xlpe.nn.decoding_step`): on CPU in few operations, its
+  attention as the explicit product, since SDPA's CPU kernel pays more per head and row block than one query row's
+  products cost; elsewhere the layer's general path (SDPA's fused kernels);
 * beam search's top-k (:func:`xlpe.infer.beam.chunked_topk`): on CPU through chunk maxima, several times faster
   there than ``topk`` over the vocabulary; elsewhere ``topk`` itself (fast on a GPU);
 * the weight types decoding takes (:func:`xlpe.infer.translate.check_dtype`): ``int8`` (torch's dynamic
@@ -64,6 +67,8 @@ class DevicePolicy:
             elsewhere the model is cast.
         bucketed_rows: at inference, 16-bit linear layers run on their rows padded to one of a few counts
             (:func:`bucketed_rows`): oneDNN builds a primitive for every new product shape.
+        lean_decoding_step: a decoder layer's float32 step at inference in few operations, with the explicit
+            attention product (:mod:`xlpe.nn.decoding_step`); elsewhere the layer's general path (SDPA).
         decoding_dtypes: the weight types decoding takes (``float32``, ``bfloat16``; ``int8`` on CPU, ``float16``
             on CUDA).
         amp_modes: the autocast precisions the device takes (``bf16``; ``fp16`` on CUDA).
@@ -79,6 +84,7 @@ class DevicePolicy:
     packed_output_projection: bool
     bf16_products: bool
     bucketed_rows: bool
+    lean_decoding_step: bool
     decoding_dtypes: tuple[str, ...]
     amp_modes: tuple[str, ...]
     loss_scaling: tuple[str, ...]
@@ -97,6 +103,7 @@ def policy_for(device_type: str) -> DevicePolicy:
                         retain_freed_memory=cpu, limit_onednn_caches=cpu, chunked_topk=cpu,
                         packed_output_projection=cpu and onednn_linear_available(),
                         bf16_products=cpu and onednn_bf16_linear_available(), bucketed_rows=cpu,
+                        lean_decoding_step=cpu,
                         decoding_dtypes=("float32", "bfloat16") + (("int8",) if cpu else ("float16",) if cuda else ()),
                         amp_modes=("bf16", "fp16") if cuda else ("bf16",), loss_scaling=("fp16",) if cuda else ())
 
