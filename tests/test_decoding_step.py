@@ -25,7 +25,7 @@ def batch(n, seed, lo=2, hi=9):
 
 
 def general_path(monkeypatch):
-    monkeypatch.setattr(attention, "lean_step_applies", lambda *a, **k: False)
+    monkeypatch.setattr(attention, "lean_plan", lambda *a, **k: None)
 
 
 def steps(m, src, K, slots=None):
@@ -74,19 +74,18 @@ def test_beam_and_greedy_give_the_same_hypotheses_on_either_path(stop, monkeypat
     assert [h.tokens for h in fast_g] == [h.tokens for h in slow_g]
 
 
-def test_lean_step_applies_only_to_a_plain_inference_step():
+def test_the_lean_step_applies_only_to_a_plain_inference_step():
     m = model()
     layer = m.decoder.layers[0]
-    x, cache = torch.randn(4, 1, m.cfg.d_model), {}
+    x = torch.randn(4, 1, m.cfg.d_model)
+    plan = decoding_step.lean_plan
     with torch.no_grad():
-        assert decoding_step.lean_step_applies(layer, x, cache, False, ())
-        assert not decoding_step.lean_step_applies(layer, x, None, False, ())           # no cache
-        assert not decoding_step.lean_step_applies(layer, x, cache, True, ())           # weights asked for
-        assert not decoding_step.lean_step_applies(layer, x.expand(4, 2, -1), cache, False, ())   # two tokens
-        assert not decoding_step.lean_step_applies(layer, x.bfloat16(), cache, False, ())
-        q = decoding_model(m, "int8")
-        assert not decoding_step.lean_step_applies(q.decoder.layers[0], x, cache, False, ())   # int8
+        assert plan(layer, x, False, ()) is not None
+        assert plan(layer, x, True, ()) is None                           # attention weights asked for
+        assert plan(layer, x.expand(4, 2, -1), False, ()) is None         # two tokens
+        assert plan(layer, x.bfloat16(), False, ()) is None
+        assert plan(decoding_model(m, "int8").decoder.layers[0], x, False, ()) is None
         m.train()
-        assert not decoding_step.lean_step_applies(layer, x, cache, False, ())          # training
+        assert plan(layer, x, False, ()) is None                          # training
     m.eval()
-    assert not decoding_step.lean_step_applies(layer, x, cache, False, ())              # autograd on
+    assert plan(layer, x, False, ()) is None                              # autograd on

@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from xlpe.errors import ConfigError
-from xlpe.nn.decoding_step import appended, lean_step, lean_step_applies
+from xlpe.nn.decoding_step import appended, lean_plan, lean_step
 from xlpe.nn.device import bf16_products, bucketed_rows, derived, device_policy, packed_linear
 
 
@@ -474,8 +474,11 @@ class DecoderLayer(nn.Module):
         """Returns ``(x, cross-attention weights (B, H, T, S) or None)``. ``memory_heads``: per-head memories
         (encoder-free HeadXL, SPEC §4.7 [I]); ``memory_slots``: see :meth:`MultiheadAttention.forward`. A plain
         decoding step at inference takes :func:`xlpe.nn.decoding_step.lean_step` where the device's policy says so."""
-        if lean_step_applies(self, x, cache, need_weights, memory_heads):
-            return lean_step(self, x, memory, memory_pad_mask, cache, memory_slots), None
+        if cache is not None:
+            if "lean" not in cache:      # decided once per decoding
+                cache["lean"] = lean_plan(self, x, need_weights, memory_heads)
+            if cache["lean"] is not None and x.shape[1] == 1:
+                return lean_step(cache["lean"], x, memory, memory_pad_mask, cache, memory_slots), None
         self_cache = None if cache is None else cache.setdefault("self", {})
         cross_cache = None if cache is None else cache.setdefault("cross", {})
         pre = self.pre_norm

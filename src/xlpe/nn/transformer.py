@@ -55,6 +55,7 @@ class DecoderCache:
 
     length: int = 0
     layers: list[dict[str, dict[str, Tensor]]] = field(default_factory=list)
+    positions: Tensor | None = None      # the decoder's sinusoids of positions 0, 1, ... (computed once, grown)
 
     def reorder(self, index: Tensor, cross_index: Tensor | None = None) -> None:
         """Keep batch rows ``index``, in place: of the self-attention keys/values (one row per decoder row) and,
@@ -157,8 +158,13 @@ class Decoder(nn.Module):
                 output: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
         c = self.cfg
         start = 0 if cache is None else cache.length
-        pos = torch.arange(start, start + tgt_in.shape[1], device=tgt_in.device)
-        pe = model_sinusoid(pos, c)
+        end = start + tgt_in.shape[1]
+        if cache is None:
+            pe = model_sinusoid(torch.arange(start, end, device=tgt_in.device), c)
+        else:       # a table of positions, not one sinusoid per step
+            if cache.positions is None or cache.positions.shape[0] < end:
+                cache.positions = model_sinusoid(torch.arange(max(64, 2 * end), device=tgt_in.device), c)
+            pe = cache.positions[start:end]
         x = self.drop(self.embed(tgt_in) * math.sqrt(c.d_model) + pe.to(enc.memory.dtype))
         if cache is not None and not cache.layers:
             cache.layers = [{} for _ in self.layers]
