@@ -90,8 +90,10 @@ def test_batched_beam_equals_sentence_by_sentence(stop):
 
 
 def test_decoding_steps_give_the_same_beams_with_sdpa_or_the_explicit_product(monkeypatch):
-    """``SDPA_FOR_ONE_QUERY`` only picks the kernel of a decoding step's attention: hypotheses and scores agree."""
+    """``SDPA_FOR_ONE_QUERY`` only picks the kernel of a decoding step's attention on the layers' general path (the
+    lean step, :mod:`xlpe.nn.decoding_step`, turned off): hypotheses and scores agree."""
     from xlpe.nn import attention
+    monkeypatch.setattr(attention, "lean_plan", lambda *a, **k: None)
     m = random_model(pe=["ape"])
     src = pad_batch(random_sentences(6, 2, 9, seed=4))
     out = {}
