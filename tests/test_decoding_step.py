@@ -89,3 +89,13 @@ def test_the_lean_step_applies_only_to_a_plain_inference_step():
         assert plan(layer, x, False, ()) is None                          # training
     m.eval()
     assert plan(layer, x, False, ()) is None                              # autograd on
+
+
+def test_the_lean_step_follows_the_device_policy(monkeypatch):
+    """Under CUDA's policy (applied to CPU tensors) a decoding step takes the layer's general path (fused SDPA)."""
+    from xlpe.nn.device import policy_for
+    m = model()
+    x = torch.randn(4, 1, m.cfg.d_model)
+    monkeypatch.setattr(decoding_step, "device_policy", lambda device: policy_for("cuda"))
+    with torch.no_grad():
+        assert decoding_step.lean_plan(m.decoder.layers[0], x, False, ()) is None

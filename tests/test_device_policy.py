@@ -24,16 +24,16 @@ def test_each_device_type_gets_its_choices():
                                retain_freed_memory=True, limit_onednn_caches=True, chunked_topk=True,
                                packed_output_projection=onednn_linear_available(),
                                bf16_products=onednn_bf16_linear_available(), bucketed_rows=True,
-                               decoding_dtypes=("float32", "bfloat16", "int8"), amp_modes=("bf16",),
-                               loss_scaling=())
+                               lean_decoding_step=True, decoding_dtypes=("float32", "bfloat16", "int8"),
+                               amp_modes=("bf16",), loss_scaling=())
     assert cuda == DevicePolicy("cuda", explicit_low_precision_attention=False, fast_dropout_mask=False,
                                 retain_freed_memory=False, limit_onednn_caches=False, chunked_topk=False,
                                 packed_output_projection=False, bf16_products=False, bucketed_rows=False,
-                                decoding_dtypes=("float32", "bfloat16", "float16"), amp_modes=("bf16", "fp16"),
-                                loss_scaling=("fp16",))
+                                lean_decoding_step=False, decoding_dtypes=("float32", "bfloat16", "float16"),
+                                amp_modes=("bf16", "fp16"), loss_scaling=("fp16",))
     assert not any((mps.explicit_low_precision_attention, mps.fast_dropout_mask, mps.retain_freed_memory,
-                    mps.limit_onednn_caches, mps.chunked_topk, mps.packed_output_projection,
-                    mps.bf16_products, mps.bucketed_rows, mps.loss_scaling)) and mps.amp_modes == ("bf16",)
+                    mps.limit_onednn_caches, mps.chunked_topk, mps.packed_output_projection, mps.bf16_products,
+                    mps.bucketed_rows, mps.lean_decoding_step, mps.loss_scaling)) and mps.amp_modes == ("bf16",)
     assert mps.decoding_dtypes == ("float32", "bfloat16")
     assert cuda.grad_scaler("fp16") and not cuda.grad_scaler("bf16") and not cpu.grad_scaler("fp16")
     # by name or torch.device, any index: one cached policy per type

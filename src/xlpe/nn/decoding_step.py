@@ -1,10 +1,10 @@
 """A decoder layer's incremental step at inference in few operations (one new token per row, keys and values cached).
 
 :class:`xlpe.nn.attention.DecoderLayer` takes this path for a beam or greedy step where the device's policy says so
-(:attr:`~xlpe.nn.device.DevicePolicy.lean_decoding_step`, the CPU) and the layer is plain (decided at a decoding's
-first step, kept with the layer's :class:`LeanPlan` in its cache): eval mode, no autograd,
+(:attr:`~xlpe.nn.device.DevicePolicy.lean_decoding_step`, the CPU) and the layer is plain: eval mode, no autograd,
 float32 (no bf16 products), ``nn.Linear`` projections (not int8), no per-head memories, no attention weights asked
-for. It computes what the general path computes, Vaswani §3.1 post- or pre-norm, in fewer and larger operations:
+for (decided at a decoding's first step and kept, with the layer's :class:`LeanPlan`, in its cache). It computes
+what the general path computes, Vaswani §3.1 post- or pre-norm, in fewer and larger operations:
 
 * the rows as a matrix ``(B, d)``, each linear layer one ``addmm``; self-attention's Q, K and V one product;
 * both attentions as the explicit product ``q·kᵀ``, softmax, ``·v`` (PyTorch's batched products): at one query
@@ -16,7 +16,7 @@ for. It computes what the general path computes, Vaswani §3.1 post- or pre-norm
 
 The self-attention cache has the general path's layout (``k``, ``v``: ``(B, H, t, d_k)``, reordered lazily through
 ``rows``, :meth:`xlpe.nn.transformer.DecoderCache.reorder_self`). Verified against the general path in
-``tests/test_beam.py`` (same hypotheses and scores).
+``tests/test_decoding_step.py`` (the same logits step by step; the same hypotheses and scores).
 """
 
 from __future__ import annotations
