@@ -39,11 +39,10 @@ import torch.nn.functional as F
 from torch import Tensor
 
 import xlpe.nn.attention
-import xlpe.nn.decoding_step
 from xlpe.infer.translate import decoding_model, translate_lines
 from xlpe.nn.attention import MultiheadAttention
-from xlpe.nn.decoding_step import LeanPlan
 from xlpe.nn.checkpoint import load_model
+from xlpe.nn.decoding_step import LeanPlan
 from xlpe.runtime import host
 
 
@@ -117,6 +116,7 @@ def script_lean_step():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")          # TorchScript is deprecated; this measures what it would gain
         step = torch.jit.script(scripted_step)
+
     def run(plan: LeanPlan, x, memory, memory_pad_mask, cache, memory_slots):
         if not plan.relu or any(n.eps != 1e-5 for n in plan.norms):
             raise SystemExit("--variant script: ReLU layers with layer-norm eps 1e-5 only")
